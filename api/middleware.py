@@ -1,0 +1,66 @@
+"""Raw ASGI middleware: a body size limit enforced while reading, and X-Request-ID on every reply."""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import APIError
+
+
+class BodyLimitAndRequestId:
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        request_id = headers.get(b"x-request-id", b"").decode("latin-1") or f"req-{uuid.uuid4().hex}"
+        send = _with_request_id(send, request_id)
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            await self._too_large(send)
+            return
+        await self.app(scope, self._limited(receive), send)
+
+    def _limited(self, receive: Receive) -> Receive:
+        seen = 0
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_body_bytes:
+                    raise self._error()
+            return message
+
+        return limited_receive
+
+    def _error(self) -> APIError:
+        return APIError(413, f"request body is larger than the limit of {self.max_body_bytes} bytes",
+                        code="request_too_large")
+
+    async def _too_large(self, send: Send) -> None:
+        response = self._error().response(headers={"Connection": "close"})
+        await response({"type": "http"}, _no_receive, send)
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def _with_request_id(send: Send, request_id: str) -> Send:
+    async def send_with_id(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            if not any(k.lower() == b"x-request-id" for k, _ in headers):
+                headers.append((b"x-request-id", request_id.encode("latin-1")))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return send_with_id

@@ -1,0 +1,47 @@
+"""Routes other than chat: models, queue status, health."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from api.auth import identify
+from api.chat import create_chat_completion
+from api.services import Services
+from scheduler.status import overall_status, request_status
+
+router = APIRouter()
+router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
+
+_STARTED = int(time.time())
+
+
+def _services(request: Request) -> Services:
+    return request.app.state.services
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict:
+    services = _services(request)
+    identify(request, services.config)
+    caps = services.engine.capabilities
+    return {"object": "list", "data": [{"id": caps.model, "object": "model", "created": _STARTED,
+                                        "owned_by": "gpt-oss-webui", "max_model_len": caps.max_model_len}]}
+
+
+@router.get("/v1/queue/status")
+async def queue_status(request: Request, request_id: str | None = None) -> dict:
+    services = _services(request)
+    identify(request, services.config)
+    if request_id is not None:
+        return request_status(services.scheduler, request_id)
+    return overall_status(services.scheduler)
+
+
+@router.get("/healthz")
+async def healthz(request: Request) -> JSONResponse:
+    if _services(request).engine.ready:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "loading", "message": "the engine is loading the model"}, status_code=503)

@@ -1,0 +1,49 @@
+"""The FastAPI application: lifespan (engine and scheduler), middleware, error handlers, routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import AsyncIterator
+
+from fastapi import FastAPI
+
+from api.errors import install_error_handlers
+from api.middleware import BodyLimitAndRequestId
+from api.routes import router
+from api.services import Services
+
+log = logging.getLogger("gpt_oss_webui")
+
+
+def create_app(services: Services) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        starting = asyncio.create_task(_start(services), name="engine-start")
+        try:
+            yield
+        finally:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            await services.scheduler.shutdown()
+            await services.engine.stop()
+
+    app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan)
+    app.state.services = services
+    app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes)
+    install_error_handlers(app)
+    app.include_router(router)
+    return app
+
+
+async def _start(services: Services) -> None:
+    try:
+        await services.engine.start()
+    except Exception:
+        log.exception("the engine failed to start")
+        raise
+    await services.scheduler.start()
+    caps = services.engine.capabilities
+    log.info("engine ready: model=%s max_model_len=%d token_budget=%d", caps.model, caps.max_model_len,
+             caps.token_budget)

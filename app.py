@@ -1,0 +1,91 @@
+"""GPT-OSS WebUI: one process serving the OpenAI-compatible API over the priority scheduler.
+
+    python app.py [--config config.yaml] [--preset team] [--engine sim] [--host H] [--port P]
+                  [--set dotted.key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import uvicorn
+from fastapi import FastAPI
+
+from api.server import create_app
+from api.services import Services
+from engine.registry import create_engine
+from monitor.logs import configure_logging
+from scheduler.loop import Scheduler
+from settings import Config, ConfigError, load_config
+
+DEFAULT_CONFIG = Path(__file__).with_name("config.yaml")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="app.py", description="GPT-OSS WebUI server")
+    parser.add_argument("--config", default=str(DEFAULT_CONFIG), help="YAML config file (default: %(default)s)")
+    parser.add_argument("--preset", help="a preset defined in the config file (personal, team, teaching)")
+    parser.add_argument("--engine", help="engine backend, same as --set engine.backend=NAME")
+    parser.add_argument("--host", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default 8000)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config key, e.g. --set scheduler.max_concurrency=4 (repeatable)")
+    return parser.parse_args(argv)
+
+
+def build_config(args: argparse.Namespace) -> Config:
+    overrides = []
+    if args.engine:
+        overrides.append(f"engine.backend={args.engine}")
+    if args.host:
+        overrides.append(f"server.host={args.host}")
+    if args.port is not None:
+        overrides.append(f"server.port={args.port}")
+    return load_config(args.config, args.preset, [*overrides, *args.overrides])
+
+
+def build_app(config: Config) -> tuple[FastAPI, Services]:
+    engine = create_engine(config.engine)
+    services = Services(config, engine, Scheduler(config.scheduler, engine))
+    return create_app(services), services
+
+
+class Server(uvicorn.Server):
+    """On Ctrl-C, fail waiting clients with 503 and abort engine work at once, instead of
+    letting uvicorn wait for every open stream to finish."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def startup(self, sockets: list | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        if self._loop is not None and not self.should_exit:
+            self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._on_exit()))
+        super().handle_exit(sig, frame)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        config = build_config(parse_args(argv))
+        app, services = build_app(config)
+    except (ConfigError, ValueError) as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(config.logging)
+    server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
+                                   log_level=config.logging.level.lower(), timeout_graceful_shutdown=5)
+    Server(server_config, on_exit=services.scheduler.shutdown).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Deterministic simulator engine, for tests and benchmarks only: it is not a language model.
+
+It behaves like a continuous-batching GPU engine so the scheduler can be tested exactly and fast:
+text derived from the prompt and seed, a prefill cost per prompt token, a decode step that slows
+as the batch grows, a slot limit with its own priority queue, and a KV capacity in tokens that
+fails requests with an out-of-memory error when exceeded, as a real GPU would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import itertools
+import random
+import re
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from engine.base import (
+    Capabilities,
+    ChatMessage,
+    Delta,
+    EngineError,
+    EngineOutOfMemory,
+    EngineStats,
+    GenParams,
+    Prompt,
+)
+from settings.schema import EngineConfig, SimConfig
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_MESSAGE_OVERHEAD = 4
+_WORDS = (
+    "the queue keeps every request in order while the engine decodes tokens for a small team "
+    "sharing one GPU . priority decides who waits and aging makes sure nobody waits forever , "
+    "so a short script answer returns quickly and a long batch job still finishes ."
+).split()
+
+
+def count_tokens(text: str) -> int:
+    return len(_TOKEN.findall(text))
+
+
+@dataclass(slots=True)
+class _Sequence:
+    request_id: str
+    prompt_tokens: int
+    params: GenParams
+    rng: random.Random
+    natural_len: int
+    out: asyncio.Queue = field(default_factory=asyncio.Queue)
+    generated: int = 0
+    text: str = ""
+    prefilled: bool = False
+    done: bool = False
+
+
+class SimEngine:
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self._ready = False
+        self._waiting: list[tuple[int, int, str]] = []
+        self._sequences: dict[str, _Sequence] = {}
+        self._running: list[_Sequence] = []
+        self._order = itertools.count()
+        self._wake: asyncio.Event | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._generated_tokens = 0
+        self._kv_used = 0
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> SimEngine:
+        return cls(config.sim)
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            model=self.config.model_name,
+            max_model_len=self.config.max_model_len,
+            token_budget=self.config.kv_tokens,
+            supports_priority=True,
+        )
+
+    async def start(self) -> None:
+        self._wake = asyncio.Event()
+        if self.config.startup_s:
+            await asyncio.sleep(self.config.startup_s)
+        self._loop_task = asyncio.create_task(self._run_loop(), name="sim-engine")
+        self._ready = True
+
+    async def stop(self) -> None:
+        self._ready = False
+        for seq in list(self._sequences.values()):
+            self._finish(seq, Delta("", 0, "abort"))
+        if self._loop_task:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+
+    def prepare(self, messages: list[ChatMessage]) -> Prompt:
+        text = "".join(f"<|{m.role}|>{m.content}<|end|>" for m in messages)
+        tokens = sum(count_tokens(m.content) + _MESSAGE_OVERHEAD for m in messages)
+        return Prompt(num_tokens=tokens + 1, payload=text)
+
+    async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
+        if not self._ready or self._wake is None:
+            raise EngineError("engine is not running")
+        if request_id in self._sequences:
+            raise EngineError(f"request {request_id!r} is already running")
+        seq = self._new_sequence(request_id, prompt, params)
+        try:
+            while True:
+                item = await seq.out.get()
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+                if item.finish_reason:
+                    return
+        finally:
+            self._forget(seq)
+
+    async def abort(self, request_id: str) -> None:
+        seq = self._sequences.get(request_id)
+        if seq is not None:
+            self._finish(seq, Delta("", 0, "abort"))
+
+    def stats(self) -> EngineStats:
+        used = self._kv_used
+        return EngineStats(
+            running=len(self._running),
+            waiting=len(self._waiting),
+            kv_used_tokens=used,
+            kv_usage=used / self.config.kv_tokens,
+            generated_tokens=self._generated_tokens,
+        )
+
+    def _new_sequence(self, request_id: str, prompt: Prompt, params: GenParams) -> _Sequence:
+        deterministic = params.temperature == 0 or params.seed is not None
+        digest = hashlib.sha256(f"{prompt.payload}\x00{params.seed or 0}".encode()).digest()
+        rng = random.Random(digest if deterministic else None)
+        seq = _Sequence(request_id, prompt.num_tokens, params, rng, natural_len=rng.randint(8, 400))
+        self._sequences[request_id] = seq
+        heapq.heappush(self._waiting, (params.priority, next(self._order), request_id))
+        self._wake.set()
+        return seq
+
+    def _forget(self, seq: _Sequence) -> None:
+        seq.done = True
+        self._sequences.pop(seq.request_id, None)
+        self._release(seq)
+
+    def _finish(self, seq: _Sequence, last: Delta | Exception) -> None:
+        if not seq.done:
+            seq.done = True
+            seq.out.put_nowait(last)
+        self._release(seq)
+
+    def _release(self, seq: _Sequence) -> None:
+        if seq in self._running:
+            self._running.remove(seq)
+            self._kv_used -= seq.prompt_tokens + seq.generated
+
+    async def _run_loop(self) -> None:
+        while True:
+            self._admit_waiting()
+            if not self._running:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await asyncio.sleep(self._step_seconds())
+            for seq in list(self._running):
+                self._decode_one(seq)
+
+    def _admit_waiting(self) -> None:
+        while self._waiting and len(self._running) < self.config.max_num_seqs:
+            _, _, request_id = heapq.heappop(self._waiting)
+            seq = self._sequences.get(request_id)
+            if seq is None or seq.done:
+                continue
+            if self._kv_used + seq.prompt_tokens > self.config.kv_tokens:
+                self._finish(seq, EngineOutOfMemory(f"KV cache full: {seq.prompt_tokens} prompt tokens do not fit"))
+                continue
+            self._running.append(seq)
+            self._kv_used += seq.prompt_tokens
+
+    def _step_seconds(self) -> float:
+        cfg = self.config
+        decode = cfg.token_latency_ms * (1 + cfg.batch_slowdown * (len(self._running) - 1))
+        prefill = sum(s.prompt_tokens for s in self._running if not s.prefilled) * cfg.prefill_ms_per_token
+        return (decode + prefill) / 1000
+
+    def _decode_one(self, seq: _Sequence) -> None:
+        if seq.done:
+            return
+        seq.prefilled = True
+        if self._kv_used + 1 > self.config.kv_tokens:
+            self._finish(seq, EngineOutOfMemory("KV cache full: out of memory while decoding"))
+            return
+        word = seq.rng.choice(_WORDS)
+        piece = word if not seq.text else " " + word
+        seq.generated += 1
+        self._kv_used += 1
+        self._generated_tokens += 1
+        stop_at = _find_stop(seq.text + piece, seq.params.stop)
+        if stop_at is not None:
+            self._finish(seq, Delta((seq.text + piece)[len(seq.text) : stop_at], 1, "stop"))
+            return
+        seq.text += piece
+        reason = "length" if seq.generated >= seq.params.max_tokens else None
+        if reason is None and seq.generated >= seq.natural_len:
+            reason = "stop"
+        if reason:
+            self._finish(seq, Delta(piece, 1, reason))
+        else:
+            seq.out.put_nowait(Delta(piece, 1))
+
+
+def _find_stop(text: str, stops: list[str]) -> int | None:
+    hits = [text.find(s) for s in stops if s and s in text]
+    return min(hits) if hits else None

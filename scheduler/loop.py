@@ -1,0 +1,235 @@
+"""The scheduling mechanism: submit, dispatch into the engine, cancel, expire, shut down.
+
+Policy lives in the pure modules (queue order, admission, pressure, estimates); this module only
+carries out their decisions on the asyncio loop and feeds each request's mailbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict, deque
+from typing import Callable
+
+from engine.base import EngineBackend, EngineError
+from scheduler.admission import AdmissionController
+from scheduler.estimate import DrainEstimator
+from scheduler.pressure import PressureMonitor
+from scheduler.queue import PriorityQueue
+from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
+from settings.schema import SchedulerConfig
+
+log = logging.getLogger("gpt_oss_webui.queue")
+
+_TICK_S = 0.1
+_FINISHED_KEPT = 1000
+
+
+class Scheduler:
+    def __init__(
+        self, config: SchedulerConfig, engine: EngineBackend, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.clock = clock
+        self.queue = PriorityQueue(config.aging_per_s)
+        self.admission = AdmissionController(config.max_concurrency, token_budget=0)
+        self.pressure = PressureMonitor(config.pressure)
+        self.drain = DrainEstimator()
+        self.closed = False
+        self._tickets: dict[str, Ticket] = {}
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._finished: OrderedDict[str, dict] = OrderedDict()
+        self._recent_waits: deque[tuple[float, float]] = deque(maxlen=200)
+        self._timer: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self.admission.token_budget = self.engine.capabilities.token_budget
+        self._timer = asyncio.create_task(self._tick_forever(), name="scheduler-timer")
+
+    async def shutdown(self) -> None:
+        """Refuse new work, fail every waiter with 503 and abort what runs in the engine."""
+        if self.closed:
+            return
+        self.closed = True
+        for request in self.queue.ranked():
+            self.queue.remove(request.request_id)
+            self._fail(request, SchedulerError("shutdown", "the server is shutting down"), "shutdown")
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        if self._timer:
+            self._timer.cancel()
+            tasks.append(self._timer)
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def submit(self, request: Request) -> Ticket:
+        self._check_submittable(request)
+        request.score = self.pressure.weight(request.priority, request.score)
+        request.arrival = self.clock()
+        if len(self.queue) >= self.config.max_queue_size:
+            self._make_room(request)
+        ticket = Ticket(request)
+        self._tickets[request.request_id] = ticket
+        self.queue.push(request)
+        log.debug("enqueue id=%s class=%s score=%.2f queued=%d", request.request_id, request.priority.value,
+                  request.score, len(self.queue))
+        self._dispatch()
+        return ticket
+
+    def cancel(self, request_id: str, reason: str = "disconnect") -> None:
+        """The client left: drop its request from the queue, or abort it in the engine."""
+        ticket = self._tickets.get(request_id)
+        if ticket is None:
+            return
+        if self.queue.remove(request_id) is not None:
+            self._fail(ticket.request, SchedulerError(reason, "the client disconnected"), reason)
+        elif (task := self._tasks.get(request_id)) is not None:
+            task.cancel(reason)
+
+    def _check_submittable(self, request: Request) -> None:
+        if self.closed:
+            raise SchedulerError("shutdown", "the server is shutting down")
+        if request.request_id in self._tickets:
+            raise SchedulerError("duplicate_id", f"request_id {request.request_id!r} is already in progress")
+        if not self.admission.can_ever_fit(request):
+            raise SchedulerError(
+                "too_large",
+                f"this request needs up to {request.cost_tokens} tokens (prompt + max_tokens) but the engine "
+                f"holds at most {self.admission.token_budget}; lower max_tokens or shorten the prompt",
+            )
+
+    def _make_room(self, newcomer: Request) -> None:
+        """A full queue rejects the newcomer, unless it is high and can displace a lower waiter."""
+        victim = self.queue.newest_below(newcomer.priority) if newcomer.priority is PriorityClass.HIGH else None
+        if victim is None:
+            retry = self.retry_after_s(newcomer.priority)
+            log.info("reject id=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
+                     newcomer.priority.value, retry)
+            raise SchedulerError("queue_full", f"the queue is full ({len(self.queue)} waiting); retry later", retry)
+        self.queue.remove(victim.request_id)
+        retry = self.retry_after_s(victim.priority)
+        self._fail(victim, SchedulerError("displaced", "the queue is full and a high-priority request took "
+                                          "this request's place; retry later", retry), "displaced")
+
+    def _dispatch(self) -> None:
+        while not self.closed:
+            head = self.queue.peek()
+            if head is None or not self.admission.fits(head):
+                return
+            self.queue.pop()
+            self._start(head)
+
+    def _start(self, request: Request) -> None:
+        now = self.clock()
+        wait = now - request.arrival
+        request.state, request.dispatched_at = RequestState.RUNNING, now
+        request.params.priority = request.priority.rank
+        self.admission.admit(request)
+        self._recent_waits.append((now, wait))
+        ticket = self._tickets[request.request_id]
+        ticket.events.put_nowait(Dispatched(wait))
+        log.debug("dispatch id=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
+                  request.priority.value, self.queue.effective_score(request, now), wait, self.admission.running)
+        self._tasks[request.request_id] = asyncio.create_task(self._run(ticket), name=f"run-{request.request_id}")
+
+    async def _run(self, ticket: Ticket) -> None:
+        request = ticket.request
+        outcome = "finish"
+        try:
+            async for delta in self.engine.generate(request.request_id, request.prompt, request.params):
+                ticket.events.put_nowait(delta)
+        except asyncio.CancelledError:
+            outcome = "shutdown" if self.closed else "disconnect"
+            await self.engine.abort(request.request_id)
+            message = "the server is shutting down" if self.closed else "the request was cancelled"
+            ticket.events.put_nowait(SchedulerError(outcome, message))
+        except EngineError as exc:
+            outcome = "engine_error"
+            ticket.events.put_nowait(SchedulerError("engine_error", f"the engine failed this request: {exc}"))
+        except Exception:
+            outcome = "engine_error"
+            log.exception("engine failure id=%s", request.request_id)
+            ticket.events.put_nowait(SchedulerError("engine_error", "the engine failed this request"))
+        finally:
+            self._tasks.pop(request.request_id, None)
+            self.admission.release(request.request_id)
+            self.drain.record(self.clock() - (request.dispatched_at or request.arrival))
+            self._finish(request, outcome)
+            self._dispatch()
+
+    def _fail(self, request: Request, error: SchedulerError, outcome: str) -> None:
+        ticket = self._tickets.get(request.request_id)
+        if ticket is not None:
+            ticket.events.put_nowait(error)
+        self._finish(request, outcome)
+
+    def _finish(self, request: Request, outcome: str) -> None:
+        now = self.clock()
+        self._tickets.pop(request.request_id, None)
+        request.state = RequestState.FINISHED
+        waited = (request.dispatched_at or now) - request.arrival
+        self._finished[request.request_id] = {"priority": request.priority.value, "waited_s": round(waited, 3),
+                                               "outcome": outcome}
+        while len(self._finished) > _FINISHED_KEPT:
+            self._finished.popitem(last=False)
+        level = logging.DEBUG if outcome == "finish" else logging.INFO
+        log.log(level, "%s id=%s class=%s score=%.2f wait=%.3fs", outcome, request.request_id,
+                request.priority.value, request.score, waited)
+
+    async def _tick_forever(self) -> None:
+        next_sample = self.clock() + self.config.pressure.interval_s
+        while True:
+            await asyncio.sleep(_TICK_S)
+            self.expire_waiters()
+            if self.clock() >= next_sample:
+                next_sample = self.clock() + self.config.pressure.interval_s
+                self.sample_pressure()
+
+    def expire_waiters(self) -> None:
+        now = self.clock()
+        for request in self.queue.expired(now, self.max_wait_s):
+            self.queue.remove(request.request_id)
+            limit = self.max_wait_s(request.priority)
+            retry = self.retry_after_s(request.priority)
+            error = SchedulerError("queue_timeout", f"waited longer than the {request.priority.value}-priority "
+                                   f"limit of {limit:g} s in the queue; retry later", retry)
+            self._fail(request, error, "timeout")
+
+    def sample_pressure(self) -> None:
+        high = self.queue.count(PriorityClass.HIGH)
+        if self.pressure.sample(self._pressure_wait_s(), high):
+            state = "enter" if self.pressure.emergency else "leave"
+            log.warning("emergency mode %s: avg_wait=%.2fs high_waiting=%d", state, self._pressure_wait_s(), high)
+
+    def max_wait_s(self, priority: PriorityClass) -> float:
+        return self.pressure.max_wait_s(priority, self.config.max_wait_s.of(priority.value))
+
+    def retry_after_s(self, priority: PriorityClass) -> int:
+        ahead = self.queue.count_ahead_of_new(self.config.weights.of(priority.value), self.clock())
+        return self.drain.retry_after_s(ahead, self._parallel())
+
+    def _parallel(self) -> int:
+        return self.admission.running or self.admission.max_concurrency
+
+    def _pressure_wait_s(self) -> float:
+        """Mean wait over the last interval: dispatched requests' waits and current waiters' so far."""
+        now = self.clock()
+        since = now - self.config.pressure.interval_s
+        waits = [w for t, w in self._recent_waits if t >= since]
+        waits += [now - r.arrival for r in self.queue]
+        return sum(waits) / len(waits) if waits else 0.0
+
+    def estimated_wait_s(self, position: int) -> float | None:
+        return self.drain.wait_s(position, self._parallel())
+
+    def finished_info(self, request_id: str) -> dict | None:
+        return self._finished.get(request_id)
+
+    def ticket(self, request_id: str) -> Ticket | None:
+        return self._tickets.get(request_id)
+
+    def avg_wait_s(self) -> float:
+        waits = [w for _, w in self._recent_waits]
+        return sum(waits) / len(waits) if waits else 0.0

@@ -1,0 +1,76 @@
+"""Which class and score a request gets, from what the client sent. Pure: no I/O, no clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.request import PriorityClass
+from settings.schema import SchedulerConfig
+
+
+class PriorityInputError(ValueError):
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@dataclass(slots=True, frozen=True)
+class PriorityInput:
+    header: str | None = None
+    priority_key: bool = False
+    body: str | int | None = None
+    batch: bool = False
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+def resolve_priority(given: PriorityInput, config: SchedulerConfig) -> tuple[PriorityClass, float]:
+    """Strongest source first: batch mode, X-Priority header, priority key, body field, medium.
+
+    A short deterministic request (max_tokens <= short_max_tokens at temperature 0) is raised by
+    `short_bonus`, half a level by default, so scripts and CLI tools get low latency.
+    """
+    if given.batch:
+        cls, score = PriorityClass.LOW, config.weights.low
+    elif given.header is not None:
+        cls = _parse_class(given.header, "X-Priority")
+        score = config.weights.of(cls.value)
+    elif given.priority_key:
+        cls, score = PriorityClass.HIGH, config.weights.high
+    elif given.body is not None:
+        cls, score = _parse_body(given.body, config)
+    else:
+        cls, score = PriorityClass.MEDIUM, config.weights.medium
+    if _is_short_deterministic(given, config):
+        score += config.short_bonus
+    return cls, score
+
+
+def _parse_class(value: str, param: str) -> PriorityClass:
+    try:
+        return PriorityClass(value.strip().lower())
+    except ValueError:
+        raise PriorityInputError(param, f"{param} must be one of high, medium, low; got {value!r}") from None
+
+
+def _parse_body(value: str | int, config: SchedulerConfig) -> tuple[PriorityClass, float]:
+    if isinstance(value, str):
+        cls = _parse_class(value, "priority")
+        return cls, config.weights.of(cls.value)
+    w = config.weights
+    if isinstance(value, bool) or not (0 <= value <= w.high):
+        raise PriorityInputError(
+            "priority", f"priority must be high, medium, low or an integer between 0 and {w.high:g}; got {value!r}"
+        )
+    if value >= w.high:
+        return PriorityClass.HIGH, float(value)
+    return (PriorityClass.MEDIUM if value >= w.medium else PriorityClass.LOW), float(value)
+
+
+def _is_short_deterministic(given: PriorityInput, config: SchedulerConfig) -> bool:
+    return (
+        given.max_tokens is not None
+        and given.max_tokens <= config.short_max_tokens
+        and given.temperature is not None
+        and given.temperature == 0
+    )

@@ -1,0 +1,129 @@
+"""The waiting queue policy: effective score with linear aging, FIFO among equals.
+
+Effective score at time t is `score + aging * (t - arrival)`. Aging is the same for everyone, so
+ordering by the static key `score - aging * arrival` is ordering by effective score at any t:
+the heap key never changes and insert and pop stay O(log n).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import OrderedDict
+from typing import Callable, Iterator
+
+from scheduler.request import PriorityClass, Request
+
+
+class PriorityQueue:
+    def __init__(self, aging_per_s: float) -> None:
+        self.aging_per_s = aging_per_s
+        self._heap: list[tuple[float, int, Request]] = []
+        self._order = itertools.count()
+        self._members: dict[str, Request] = {}
+        self._by_class: dict[PriorityClass, OrderedDict[str, Request]] = {c: OrderedDict() for c in PriorityClass}
+        self._version = 0
+        self._ranked: list[Request] = []
+        self._ranked_version = -1
+        self._positions: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __contains__(self, request_id: str) -> bool:
+        return request_id in self._members
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter(list(self._members.values()))
+
+    def key(self, request: Request) -> float:
+        return request.score - self.aging_per_s * request.arrival
+
+    def effective_score(self, request: Request, now: float) -> float:
+        return request.score + self.aging_per_s * (now - request.arrival)
+
+    def push(self, request: Request) -> None:
+        heapq.heappush(self._heap, (-self.key(request), next(self._order), request))
+        self._members[request.request_id] = request
+        self._by_class[request.priority][request.request_id] = request
+        self._version += 1
+
+    def peek(self) -> Request | None:
+        self._drop_stale_top()
+        return self._heap[0][2] if self._heap else None
+
+    def pop(self) -> Request | None:
+        self._drop_stale_top()
+        if not self._heap:
+            return None
+        request = heapq.heappop(self._heap)[2]
+        self._forget(request)
+        return request
+
+    def remove(self, request_id: str) -> Request | None:
+        request = self._members.get(request_id)
+        if request is not None:
+            self._forget(request)
+            if len(self._heap) > 64 and len(self._heap) > 2 * len(self._members):
+                self._compact()
+        return request
+
+    def count(self, priority: PriorityClass) -> int:
+        return len(self._by_class[priority])
+
+    def newest_below(self, priority: PriorityClass) -> Request | None:
+        """The most recent waiter of the lowest class ranked below `priority`."""
+        for cls in reversed(PriorityClass):
+            if cls.rank <= priority.rank:
+                return None
+            members = self._by_class[cls]
+            if members:
+                return next(reversed(members.values()))
+        return None
+
+    def expired(self, now: float, max_wait_s: Callable[[PriorityClass], float]) -> list[Request]:
+        """Waiters past their class's limit; only each class's oldest are examined."""
+        out = []
+        for cls, members in self._by_class.items():
+            limit = max_wait_s(cls)
+            for request in members.values():
+                if now - request.arrival <= limit:
+                    break
+                out.append(request)
+        return out
+
+    def position(self, request_id: str) -> int | None:
+        """1-based place in dispatch order, or None when not waiting."""
+        self._refresh_ranking()
+        return self._positions.get(request_id)
+
+    def ranked(self) -> list[Request]:
+        self._refresh_ranking()
+        return list(self._ranked)
+
+    def count_ahead_of_new(self, score: float, now: float) -> int:
+        """How many current waiters a request arriving now with `score` would queue behind."""
+        new_key = score - self.aging_per_s * now
+        return sum(1 for r in self._members.values() if self.key(r) >= new_key)
+
+    def _forget(self, request: Request) -> None:
+        del self._members[request.request_id]
+        del self._by_class[request.priority][request.request_id]
+        self._version += 1
+
+    def _drop_stale_top(self) -> None:
+        while self._heap and self._members.get(self._heap[0][2].request_id) is not self._heap[0][2]:
+            heapq.heappop(self._heap)
+
+    def _compact(self) -> None:
+        self._heap = [e for e in self._heap if self._members.get(e[2].request_id) is e[2]]
+        heapq.heapify(self._heap)
+
+    def _refresh_ranking(self) -> None:
+        if self._ranked_version == self._version:
+            return
+        live = [e for e in self._heap if self._members.get(e[2].request_id) is e[2]]
+        live.sort(key=lambda e: (e[0], e[1]))
+        self._ranked = [e[2] for e in live]
+        self._positions = {r.request_id: i for i, r in enumerate(self._ranked, start=1)}
+        self._ranked_version = self._version

@@ -1,0 +1,92 @@
+"""A request as the scheduler sees it: who it is, how urgent, how much engine it needs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import Enum
+
+from engine.base import GenParams, Prompt
+
+
+class PriorityClass(str, Enum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 for high: the order vLLM's priority policy expects (lower runs first)."""
+        return _RANKS[self]
+
+
+_RANKS = {PriorityClass.HIGH: 0, PriorityClass.MEDIUM: 1, PriorityClass.LOW: 2}
+
+
+class RequestState(Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    request_id: str
+    priority: PriorityClass
+    score: float
+    prompt: Prompt
+    params: GenParams
+    arrival: float = 0.0
+    state: RequestState = RequestState.QUEUED
+    dispatched_at: float | None = None
+
+    @property
+    def cost_tokens(self) -> int:
+        """Engine memory the request may need at most: its prompt plus every token it may generate."""
+        return self.prompt.num_tokens + self.params.max_tokens
+
+
+@dataclass(slots=True)
+class Dispatched:
+    """Sent to the request's mailbox when it leaves the queue for the engine."""
+
+    queue_wait_s: float
+
+
+class SchedulerError(Exception):
+    """Why the scheduler could not serve a request; the HTTP layer maps `kind` to a status."""
+
+    def __init__(self, kind: str, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(slots=True, eq=False)
+class Ticket:
+    """A submitted request and its own mailbox: put never blocks, so a slow client cannot stall
+    the scheduling loop; errors travel through the same mailbox."""
+
+    request: Request
+    events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    _pending: asyncio.Future | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    async def next_event(self, timeout: float | None = None) -> object | None:
+        """The next event, or None after `timeout`; a timed-out wait never loses an event."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self.events.get())
+        done, _ = await asyncio.wait({self._pending}, timeout=timeout)
+        if not done:
+            return None
+        event, self._pending = self._pending.result(), None
+        return event
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None

@@ -1,0 +1,96 @@
+"""Typed configuration: one dataclass per section, the single source of truth for every knob.
+
+Field metadata carries the allowed range (`min`, `max`) so the loader can name the key and the
+allowed values in its one-line error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+def bounded(default, lo=None, hi=None):  # noqa: ANN001, ANN201 - thin field() wrapper
+    return field(default=default, metadata={"min": lo, "max": hi})
+
+
+@dataclass(slots=True)
+class PerClass:
+    """A value per priority class."""
+
+    high: float = field(metadata={"min": 0.0})
+    medium: float = field(metadata={"min": 0.0})
+    low: float = field(metadata={"min": 0.0})
+
+    def of(self, name: str) -> float:
+        return float(getattr(self, name))
+
+
+@dataclass(slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = bounded(8000, 0, 65535)
+    max_body_bytes: int = bounded(1_048_576, 1024)
+    default_max_tokens: int = bounded(1024, 1)
+    api_keys: list[str] = field(default_factory=list)
+    admin_keys: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SimConfig:
+    """The deterministic simulator engine (tests and benchmarks, not a model)."""
+
+    model_name: str = "sim"
+    token_latency_ms: float = bounded(20.0, 0.0)
+    prefill_ms_per_token: float = bounded(0.05, 0.0)
+    batch_slowdown: float = bounded(0.03, 0.0)
+    kv_tokens: int = bounded(65_536, 16)
+    max_model_len: int = bounded(4096, 16)
+    max_num_seqs: int = bounded(256, 1)
+    startup_s: float = bounded(0.0, 0.0)
+
+
+@dataclass(slots=True)
+class EngineConfig:
+    backend: Literal["sim"] = "sim"
+    sim: SimConfig = field(default_factory=SimConfig)
+
+
+@dataclass(slots=True)
+class PressureConfig:
+    """Emergency mode: entered when the queue is under pressure, left when it is gone."""
+
+    interval_s: float = bounded(5.0, 0.05)
+    avg_wait_s: float = bounded(3.0, 0.0)
+    high_waiting: int = bounded(3, 1)
+    high_boost: float = bounded(1.5, 1.0)
+    low_max_wait_s: float = bounded(20.0, 0.1)
+
+
+@dataclass(slots=True)
+class SchedulerConfig:
+    max_concurrency: int = bounded(8, 1, 4096)
+    max_queue_size: int = bounded(256, 1, 1_000_000)
+    max_wait_s: PerClass = field(default_factory=lambda: PerClass(300.0, 120.0, 60.0))
+    weights: PerClass = field(default_factory=lambda: PerClass(10.0, 5.0, 1.0))
+    aging_per_s: float = bounded(0.25, 0.0)
+    short_bonus: float = bounded(2.5, 0.0)
+    short_max_tokens: int = bounded(64, 1)
+    priority_keys: list[str] = field(default_factory=list)
+    pressure: PressureConfig = field(default_factory=PressureConfig)
+
+
+@dataclass(slots=True)
+class LoggingConfig:
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    file: str = "logs/gpt-oss-webui.log"
+    max_bytes: int = bounded(10_485_760, 1024)
+    backup_count: int = bounded(5, 0)
+
+
+@dataclass(slots=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
