@@ -83,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(config.logging)
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
                                    log_level=config.logging.level.lower(), timeout_graceful_shutdown=5)
-    Server(server_config, on_exit=services.scheduler.shutdown).run()
+    try:
+        Server(server_config, on_exit=services.scheduler.shutdown).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the captured Ctrl-C once it has shut down
+        return 130
     return 0
 
 

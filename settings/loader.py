@@ -31,7 +31,7 @@ def load_config(
     raw.pop("preset", None)
     if chosen:
         if chosen not in presets:
-            allowed = ", ".join(sorted(presets)) or "(none defined)"
+            allowed = ", ".join(presets) or "(none defined)"
             raise ConfigError(f"preset: {chosen!r} is not defined; allowed: {allowed}")
         raw = _merge(raw, presets[chosen])
     for item in overrides:

@@ -1,0 +1,34 @@
+# The two commands: `make run` (install, then serve) and `make test` (install, then run the tests).
+# Both create the virtual environment .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+ARGS ?=
+
+.PHONY: run test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed-run: requirements.txt | $(PY)
+	@echo "installing runtime dependencies into $(VENV)"
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-test: requirements.txt requirements-test.txt | $(PY)
+	@echo "installing test dependencies into $(VENV)"
+	$(PY) -m pip install --quiet -r requirements-test.txt
+	touch $@
+
+run: $(VENV)/.installed-run
+	$(PY) app.py $(ARGS)
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest $(ARGS)
+
+bench: $(VENV)/.installed-test
+	$(PY) bench/scheduler.py $(ARGS)
+
+clean:
+	rm -rf $(VENV)

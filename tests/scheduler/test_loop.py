@@ -1,0 +1,166 @@
+"""The scheduling mechanism over the simulator engine on a real event loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.base import Delta
+from engine.sim import SimEngine
+from scheduler.loop import Scheduler
+from scheduler.request import Dispatched, PriorityClass as P, SchedulerError
+from settings.schema import PerClass, SchedulerConfig, SimConfig
+from tests.scheduler.factory import FakeClock, make_request
+
+
+async def started(slots: int = 1, queue: int = 100, kv_tokens: int = 100_000, latency_ms: float = 1.0,
+                  clock=None, **cfg) -> Scheduler:
+    engine = SimEngine(SimConfig(token_latency_ms=latency_ms, prefill_ms_per_token=0, kv_tokens=kv_tokens))
+    await engine.start()
+    kwargs = {"clock": clock} if clock else {}
+    sched = Scheduler(SchedulerConfig(max_concurrency=slots, max_queue_size=queue, **cfg), engine, **kwargs)
+    await sched.start()
+    return sched
+
+
+async def stop(sched: Scheduler) -> None:
+    await sched.shutdown()
+    await sched.engine.stop()
+
+
+async def events_until_done(ticket) -> list:
+    out = []
+    while True:
+        event = await asyncio.wait_for(ticket.events.get(), 5)
+        out.append(event)
+        if isinstance(event, SchedulerError) or (isinstance(event, Delta) and event.finish_reason):
+            return out
+
+
+async def test_one_slot_runs_high_then_medium_then_low():
+    sched = await started(slots=1)
+    blocker = sched.submit(make_request(max_tokens=5, request_id="blocker"))
+    order = []
+    tickets = [sched.submit(make_request(cls, max_tokens=3, request_id=cls.value)) for cls in (P.LOW, P.MEDIUM, P.HIGH)]
+
+    async def watch(ticket):
+        events = await events_until_done(ticket)
+        order.append(ticket.request_id)
+        return events
+
+    results = await asyncio.gather(watch(blocker), *(watch(t) for t in tickets))
+    assert order == ["blocker", "high", "medium", "low"]
+    assert all(isinstance(ev[0], Dispatched) for ev in results)
+    assert [t.request.params.priority for t in tickets] == [2, 1, 0]  # vLLM order: lower runs first
+    await stop(sched)
+
+
+async def test_token_budget_holds_back_what_would_not_fit():
+    sched = await started(slots=4, kv_tokens=100, latency_ms=5)
+    first = sched.submit(make_request(prompt_tokens=30, max_tokens=30))
+    second = sched.submit(make_request(prompt_tokens=30, max_tokens=30))  # 60 + 60 > 100
+    assert sched.admission.running == 1 and len(sched.queue) == 1
+    assert sched.admission.tokens_in_use == 60
+    await events_until_done(first)
+    events = await events_until_done(second)
+    assert isinstance(events[0], Dispatched) and events[-1].finish_reason in ("stop", "length")
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(prompt_tokens=50, max_tokens=51))
+    assert err.value.kind == "too_large"
+    await stop(sched)
+
+
+async def test_full_queue_rejects_and_high_displaces_the_newest_lowest():
+    sched = await started(slots=1, queue=3, latency_ms=50)
+    sched.submit(make_request(max_tokens=50))
+    low_old = sched.submit(make_request(P.LOW, request_id="low-old"))
+    low_new = sched.submit(make_request(P.LOW, request_id="low-new"))
+    medium = sched.submit(make_request(P.MEDIUM))
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(P.MEDIUM))
+    assert err.value.kind == "queue_full" and err.value.retry_after_s >= 1
+    high = sched.submit(make_request(P.HIGH, request_id="vip"))
+    displaced = await asyncio.wait_for(low_new.events.get(), 1)
+    assert displaced.kind == "displaced" and displaced.retry_after_s >= 1
+    assert [r.request_id for r in sched.queue.ranked()] == ["vip", medium.request_id, "low-old"]
+    assert high.request.state.value == "queued" and low_old.events.empty()
+    await stop(sched)
+
+
+async def test_waiters_time_out_per_class():
+    clock = FakeClock()
+    sched = await started(slots=1, latency_ms=50, clock=clock, max_wait_s=PerClass(300, 120, 60))
+    sched.submit(make_request(max_tokens=100))
+    low = sched.submit(make_request(P.LOW))
+    medium = sched.submit(make_request(P.MEDIUM))
+    clock.advance(61)
+    sched.expire_waiters()
+    timeout = await asyncio.wait_for(low.events.get(), 1)
+    assert timeout.kind == "queue_timeout" and "60 s" in timeout.message
+    assert medium.events.empty() and len(sched.queue) == 1
+    assert sched.finished_info(low.request_id)["outcome"] == "timeout"
+    await stop(sched)
+
+
+async def test_cancel_frees_the_queue_and_the_engine():
+    sched = await started(slots=1, latency_ms=20)
+    running = sched.submit(make_request(max_tokens=1000))
+    queued = sched.submit(make_request())
+    nxt = sched.submit(make_request(max_tokens=2))
+    sched.cancel(queued.request_id)
+    assert len(sched.queue) == 1
+    assert (await queued.events.get()).kind == "disconnect"
+    await asyncio.wait_for(running.events.get(), 1)  # dispatched
+    sched.cancel(running.request_id)
+    events = await events_until_done(running)
+    assert events[-1].kind == "disconnect"
+    done = await events_until_done(nxt)
+    assert isinstance(done[0], Dispatched)
+    assert sched.admission.running == 0 and sched.admission.tokens_in_use == 0
+    assert sched.engine.stats().running == 0
+    await stop(sched)
+
+
+async def test_shutdown_fails_waiters_and_aborts_running():
+    sched = await started(slots=1, latency_ms=20)
+    running = sched.submit(make_request(max_tokens=1000))
+    waiting = sched.submit(make_request())
+    await asyncio.sleep(0.05)
+    await sched.shutdown()
+    assert (await events_until_done(waiting))[-1].kind == "shutdown"
+    assert (await events_until_done(running))[-1].kind == "shutdown"
+    assert sched.engine.stats().running == 0
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request())
+    assert err.value.kind == "shutdown"
+    await sched.engine.stop()
+
+
+async def test_emergency_mode_boosts_high_and_shortens_low_waits():
+    clock = FakeClock()
+    sched = await started(slots=1, latency_ms=50, clock=clock)
+    sched.submit(make_request(max_tokens=100))
+    for _ in range(3):
+        sched.submit(make_request(P.HIGH))
+    sched.sample_pressure()
+    assert sched.pressure.emergency
+    boosted = sched.submit(make_request(P.HIGH))
+    assert boosted.request.score == 15.0
+    assert sched.max_wait_s(P.LOW) == 20.0
+    for request in sched.queue.ranked():
+        sched.cancel(request.request_id)
+    sched.sample_pressure()
+    assert not sched.pressure.emergency and sched.max_wait_s(P.LOW) == 60.0
+    await stop(sched)
+
+
+async def test_duplicate_ids_are_refused_while_in_flight():
+    sched = await started(slots=1, latency_ms=20)
+    ticket = sched.submit(make_request(request_id="same", max_tokens=2))
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(request_id="same"))
+    assert err.value.kind == "duplicate_id"
+    await events_until_done(ticket)
+    sched.submit(make_request(request_id="same", max_tokens=2))  # free again once finished
+    await stop(sched)

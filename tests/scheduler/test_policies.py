@@ -1,0 +1,87 @@
+"""Admission, pressure, wait estimates and priority resolution: pure policies, no event loop."""
+
+import pytest
+
+from scheduler.admission import AdmissionController
+from scheduler.estimate import DrainEstimator
+from scheduler.pressure import PressureMonitor
+from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
+from scheduler.request import PriorityClass as P
+from settings.schema import PressureConfig, SchedulerConfig
+from tests.scheduler.factory import make_request
+
+
+def test_admission_by_slots_and_tokens():
+    adm = AdmissionController(max_concurrency=2, token_budget=100)
+    a, b, c = (make_request(prompt_tokens=20, max_tokens=20) for _ in range(3))
+    assert adm.fits(a)
+    adm.admit(a)
+    adm.admit(b)
+    assert adm.tokens_in_use == 80 and adm.free_slots == 0
+    assert not adm.fits(c)  # no slot
+    adm.release(a.request_id)
+    assert adm.fits(c)
+    big = make_request(prompt_tokens=30, max_tokens=31)
+    assert not adm.fits(big)  # 40 + 61 > 100: the budget, not the slot, says no
+    assert adm.can_ever_fit(big) and not adm.can_ever_fit(make_request(prompt_tokens=50, max_tokens=51))
+    adm.paused = True
+    assert not adm.fits(c)
+    adm.release("unknown")  # releasing twice or unknown ids is harmless
+    assert adm.tokens_in_use == 40
+
+
+def test_pressure_enters_and_leaves_emergency():
+    mon = PressureMonitor(PressureConfig(avg_wait_s=3, high_waiting=3, high_boost=1.5, low_max_wait_s=20))
+    assert not mon.sample(avg_wait_s=2.9, high_waiting=2)
+    assert mon.sample(avg_wait_s=3.1, high_waiting=0) and mon.emergency
+    assert mon.weight(P.HIGH, 10) == 15 and mon.weight(P.MEDIUM, 5) == 5
+    assert mon.max_wait_s(P.LOW, 60) == 20 and mon.max_wait_s(P.MEDIUM, 60) == 60
+    assert not mon.sample(avg_wait_s=0, high_waiting=3)  # still under pressure
+    assert mon.sample(avg_wait_s=0, high_waiting=2) and not mon.emergency
+    assert mon.switches == 2 and mon.max_wait_s(P.LOW, 60) == 60
+
+
+def test_drain_estimates():
+    est = DrainEstimator()
+    assert est.wait_s(3, parallel=2) is None and est.retry_after_s(10, parallel=2) == 1
+    for s in (1.0, 3.0):
+        est.record(s)
+    assert est.rate(parallel=4) == 2.0  # 4 running / 2 s mean service
+    assert est.wait_s(0, parallel=4) == 0.0
+    assert est.wait_s(5, parallel=4) == 2.5
+    assert est.retry_after_s(ahead=6, parallel=4) == 4  # ceil(7 / 2)
+
+
+CFG = SchedulerConfig()
+
+
+@pytest.mark.parametrize("given, expected", [
+    (PriorityInput(), (P.MEDIUM, 5.0)),
+    (PriorityInput(header="HIGH"), (P.HIGH, 10.0)),
+    (PriorityInput(header="low", priority_key=True), (P.LOW, 1.0)),
+    (PriorityInput(priority_key=True, body="low"), (P.HIGH, 10.0)),
+    (PriorityInput(body="low"), (P.LOW, 1.0)),
+    (PriorityInput(body=7), (P.MEDIUM, 7.0)),
+    (PriorityInput(body=10), (P.HIGH, 10.0)),
+    (PriorityInput(body=0), (P.LOW, 0.0)),
+    (PriorityInput(header="high", batch=True), (P.LOW, 1.0)),
+    (PriorityInput(max_tokens=64, temperature=0), (P.MEDIUM, 7.5)),
+    (PriorityInput(max_tokens=65, temperature=0), (P.MEDIUM, 5.0)),
+    (PriorityInput(max_tokens=10, temperature=0.2), (P.MEDIUM, 5.0)),
+    (PriorityInput(max_tokens=10), (P.MEDIUM, 5.0)),
+])
+def test_priority_sources_in_order(given, expected):
+    assert resolve_priority(given, CFG) == expected
+
+
+@pytest.mark.parametrize("given, param", [
+    (PriorityInput(header="urgent"), "X-Priority"),
+    (PriorityInput(body="urgent"), "priority"),
+    (PriorityInput(body=11), "priority"),
+    (PriorityInput(body=-1), "priority"),
+    (PriorityInput(body=True), "priority"),
+])
+def test_bad_priority_names_the_parameter(given, param):
+    with pytest.raises(PriorityInputError) as err:
+        resolve_priority(given, CFG)
+    assert err.value.param == param
