@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 ARGS ?=
 
-.PHONY: run test bench clean
+.PHONY: run test test-fast bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,11 +21,18 @@ $(VENV)/.installed-test: requirements.txt requirements-test.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements-test.txt
 	touch $@
 
-run: $(VENV)/.installed-run
+$(VENV)/.installed-engine: scripts/install-engine.sh | $(PY)
+	scripts/install-engine.sh $(PY)
+	touch $@
+
+run: $(VENV)/.installed-run $(VENV)/.installed-engine
 	$(PY) app.py $(ARGS)
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test $(VENV)/.installed-engine
 	$(PY) -m pytest $(ARGS)
+
+test-fast: $(VENV)/.installed-test
+	$(PY) -m pytest -m "not vllm" $(ARGS)
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/scheduler.py $(ARGS)

@@ -48,10 +48,11 @@ def build_config(args: argparse.Namespace) -> Config:
     return load_config(args.config, args.preset, [*overrides, *args.overrides])
 
 
-def build_app(config: Config) -> tuple[FastAPI, Services]:
+def build_app(config: Config, on_engine_failure: Callable[[BaseException], None] | None = None
+              ) -> tuple[FastAPI, Services]:
     engine = create_engine(config.engine)
     services = Services(config, engine, Scheduler(config.scheduler, engine))
-    return create_app(services), services
+    return create_app(services, on_engine_failure), services
 
 
 class Server(uvicorn.Server):
@@ -74,20 +75,29 @@ class Server(uvicorn.Server):
 
 
 def main(argv: list[str] | None = None) -> int:
+    failures: list[BaseException] = []
+    server: Server | None = None
+
+    def engine_failed(exc: BaseException) -> None:
+        failures.append(exc)
+        if server is not None:
+            server.should_exit = True
+
     try:
         config = build_config(parse_args(argv))
-        app, services = build_app(config)
+        app, services = build_app(config, engine_failed)
     except (ConfigError, ValueError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.logging)
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
                                    log_level=config.logging.level.lower(), timeout_graceful_shutdown=5)
+    server = Server(server_config, on_exit=services.scheduler.shutdown)
     try:
-        Server(server_config, on_exit=services.scheduler.shutdown).run()
+        server.run()
     except KeyboardInterrupt:  # uvicorn re-raises the captured Ctrl-C once it has shut down
         return 130
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

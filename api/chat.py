@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 
 from fastapi import Request
@@ -13,12 +14,13 @@ from pydantic import ValidationError
 from api.auth import identify
 from api.errors import APIError
 from api.openai_format import Completion
-from api.schemas import ChatCompletionRequest, describe
+from api.schemas import REQUEST_ID_PATTERN, ChatCompletionRequest, describe
 from api.services import Services
 from api.streaming import NOTICE_INTERVAL_S, TicketStream, ticket_events
 from engine.base import Delta, GenParams
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
-from scheduler.request import Dispatched, Request as QueuedRequest, SchedulerError, Ticket
+from scheduler.request import Dispatched, PriorityClass, Request as QueuedRequest, SchedulerError, Ticket
+from settings.schema import SchedulerConfig
 
 
 async def create_chat_completion(request: Request) -> Response:
@@ -31,18 +33,21 @@ async def create_chat_completion(request: Request) -> Response:
     try:
         ticket = services.scheduler.submit(queued)
     except SchedulerError as exc:
-        raise APIError.from_scheduler(exc) from None
+        raise _submit_error(exc, body) from None
     completion = Completion.start(queued.request_id, services.engine.capabilities.model, queued.prompt.num_tokens)
+    extra = _reasoning_header(services, body)
     if body.stream and not batch:
-        return await _stream(services, ticket, completion, body.include_usage)
-    return await _complete(request, services, ticket, completion)
+        return await _stream(services, ticket, completion, body.include_usage, extra)
+    return await _complete(request, services, ticket, completion, extra)
 
 
 def parse_body(raw: bytes) -> ChatCompletionRequest:
     try:
         data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # also bad UTF-8 and integers over Python's digit limit
         raise APIError(400, f"request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise APIError(400, "request body is not valid JSON: nested too deeply", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, "request body must be a JSON object", code="invalid_json")
     try:
@@ -59,16 +64,9 @@ def parse_body(raw: bytes) -> ChatCompletionRequest:
 
 def build_request(services: Services, request: Request, body: ChatCompletionRequest, priority_key: bool,
                   batch: bool) -> QueuedRequest:
-    prompt = services.engine.prepare([m.to_chat() for m in body.messages])
+    prompt = services.engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
     max_tokens = _max_tokens(services, body, prompt.num_tokens)
-    try:
-        cls, score = resolve_priority(
-            PriorityInput(request.headers.get("x-priority"), priority_key, body.priority, batch,
-                          body.requested_max_tokens, body.temperature),
-            services.config.scheduler,
-        )
-    except PriorityInputError as exc:
-        raise APIError(400, str(exc), param=exc.param, code="invalid_priority") from None
+    cls, score = _priority(request, body, priority_key, batch, services.config.scheduler)
     params = GenParams(
         max_tokens=max_tokens,
         temperature=1.0 if body.temperature is None else body.temperature,
@@ -76,8 +74,26 @@ def build_request(services: Services, request: Request, body: ChatCompletionRequ
         stop=body.stop_list,
         seed=body.seed,
     )
-    request_id = body.request_id or request.headers.get("x-request-id") or f"chatcmpl-{uuid.uuid4().hex}"
+    request_id = body.request_id or _header_request_id(request) or f"chatcmpl-{uuid.uuid4().hex}"
     return QueuedRequest(request_id=request_id, priority=cls, score=score, prompt=prompt, params=params)
+
+
+def _priority(request: Request, body: ChatCompletionRequest, priority_key: bool, batch: bool,
+              config: SchedulerConfig) -> tuple[PriorityClass, float]:
+    given = PriorityInput(request.headers.get("x-priority"), priority_key, body.priority, batch,
+                          body.requested_max_tokens, body.temperature)
+    try:
+        return resolve_priority(given, config)
+    except PriorityInputError as exc:
+        raise APIError(400, str(exc), param=exc.param, code="invalid_priority") from None
+
+
+def _header_request_id(request: Request) -> str | None:
+    value = request.headers.get("x-request-id")
+    if value and not re.fullmatch(REQUEST_ID_PATTERN, value):
+        raise APIError(400, f"X-Request-ID must be 1 to 128 letters, digits or . _ : -; got {value[:140]!r}",
+                       param="X-Request-ID", code="invalid_value")
+    return value or None
 
 
 def _batch_mode(request: Request) -> bool:
@@ -98,10 +114,11 @@ def _check_engine(services: Services, body: ChatCompletionRequest) -> None:
 
 
 def _max_tokens(services: Services, body: ChatCompletionRequest, prompt_tokens: int) -> int:
-    context = services.engine.capabilities.max_model_len
+    caps = services.engine.capabilities
+    context = caps.max_model_len
     room = context - prompt_tokens
     asked = body.requested_max_tokens
-    param = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+    param = _max_tokens_param(body)
     if asked is not None and asked > context:
         raise APIError(400, f"{param} is {asked}, but the model's context is only {context} tokens", param=param,
                        code="invalid_value")
@@ -112,15 +129,38 @@ def _max_tokens(services: Services, body: ChatCompletionRequest, prompt_tokens: 
             + (f" and {param} asks for {asked} more" if asked is not None else ", leaving no room for an answer"),
             param="messages", code="context_length_exceeded",
         )
-    return asked if asked is not None else min(services.config.server.default_max_tokens, room)
+    if asked is not None:
+        return asked
+    return max(1, min(services.config.server.default_max_tokens, room, caps.token_budget - prompt_tokens))
 
 
-def _headers(ticket: Ticket, wait_s: float) -> dict[str, str]:
+def _max_tokens_param(body: ChatCompletionRequest) -> str:
+    return "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
+
+
+def _submit_error(exc: SchedulerError, body: ChatCompletionRequest) -> APIError:
+    """The scheduler's refusal, naming the parameter this client actually sent."""
+    error = APIError.from_scheduler(exc)
+    if exc.kind == "too_large":
+        error.param = _max_tokens_param(body) if body.requested_max_tokens is not None else "messages"
+    return error
+
+
+def _reasoning_header(services: Services, body: ChatCompletionRequest) -> dict[str, str]:
+    """reasoning_effort reaches models whose chat template reads it (gpt-oss); others ignore it."""
+    if body.reasoning_effort is None:
+        return {}
+    applied = services.engine.capabilities.supports_reasoning_effort
+    return {"X-Reasoning-Effort": body.reasoning_effort if applied else "ignored"}
+
+
+def _headers(ticket: Ticket, wait_s: float, extra: dict[str, str]) -> dict[str, str]:
     return {"X-Request-ID": ticket.request_id, "X-Queue-Wait-Ms": f"{wait_s * 1000:.0f}",
-            "X-Priority": ticket.request.priority.value}
+            "X-Priority": ticket.request.priority.value, **extra}
 
 
-async def _stream(services: Services, ticket: Ticket, completion: Completion, include_usage: bool) -> Response:
+async def _stream(services: Services, ticket: Ticket, completion: Completion, include_usage: bool,
+                  extra: dict[str, str]) -> Response:
     """Wait briefly for dispatch so most streams carry their exact queue wait in the headers; a
     stream still queued after that opens anyway and reports its place in SSE comments."""
     scheduler = services.scheduler
@@ -135,11 +175,12 @@ async def _stream(services: Services, ticket: Ticket, completion: Completion, in
     return TicketStream(
         ticket_events(scheduler, ticket, completion, first, include_usage),
         on_close=lambda: _release(scheduler, ticket),
-        headers=_headers(ticket, wait),
+        headers=_headers(ticket, wait, extra),
     )
 
 
-async def _complete(request: Request, services: Services, ticket: Ticket, completion: Completion) -> Response:
+async def _complete(request: Request, services: Services, ticket: Ticket, completion: Completion,
+                    extra: dict[str, str]) -> Response:
     collect = asyncio.ensure_future(_collect(ticket, completion))
     gone = asyncio.ensure_future(_client_gone(request))
     try:
@@ -154,9 +195,9 @@ async def _complete(request: Request, services: Services, ticket: Ticket, comple
     try:
         wait = collect.result()
     except APIError as exc:
-        exc.headers.update(_headers(ticket, scheduler_wait(ticket)))
+        exc.headers.update(_headers(ticket, scheduler_wait(ticket), extra))
         raise
-    return JSONResponse(completion.body(), headers=_headers(ticket, wait))
+    return JSONResponse(completion.body(), headers=_headers(ticket, wait, extra))
 
 
 def scheduler_wait(ticket: Ticket) -> float:
@@ -175,7 +216,7 @@ async def _collect(ticket: Ticket, completion: Completion) -> float:
         elif isinstance(event, Delta):
             if event.finish_reason == "abort":
                 raise APIError(503, "generation was aborted by the engine", code="aborted")
-            completion.add(event.text, event.num_tokens, event.finish_reason)
+            completion.add(event)
             if event.finish_reason:
                 return wait
 

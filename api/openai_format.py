@@ -6,6 +6,8 @@ import json
 import time
 from dataclasses import dataclass
 
+from engine.base import Delta
+
 
 @dataclass(slots=True)
 class Completion:
@@ -15,20 +17,23 @@ class Completion:
     prompt_tokens: int
     text: str = ""
     completion_tokens: int = 0
+    cached_tokens: int = 0
     finish_reason: str | None = None
 
     @classmethod
     def start(cls, request_id: str, model: str, prompt_tokens: int) -> Completion:
         return cls(request_id, model, int(time.time()), prompt_tokens)
 
-    def add(self, text: str, num_tokens: int, finish_reason: str | None) -> None:
-        self.text += text
-        self.completion_tokens += num_tokens
-        self.finish_reason = finish_reason or self.finish_reason
+    def add(self, delta: Delta) -> None:
+        self.text += delta.text
+        self.completion_tokens += delta.num_tokens
+        self.cached_tokens = max(self.cached_tokens, delta.cached_tokens)
+        self.finish_reason = delta.finish_reason or self.finish_reason
 
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens}
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
 
     def body(self) -> dict:
         return {

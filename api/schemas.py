@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from engine.base import ChatMessage
+
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 
 
 class TextPart(BaseModel):
@@ -20,6 +22,18 @@ class Message(BaseModel):
     role: Literal["system", "developer", "user", "assistant"]
     content: str | list[TextPart] | None = None
     name: str | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _encodable(cls, content: str | list[TextPart] | None) -> str | list[TextPart] | None:
+        """JSON may escape a lone surrogate (\\ud800); no tokenizer can encode it."""
+        texts = [content] if isinstance(content, str) else [p.text for p in content or []]
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("text must be valid Unicode, without lone surrogates") from None
+        return content
 
     def to_chat(self) -> ChatMessage:
         text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content or [])
@@ -46,8 +60,9 @@ class ChatCompletionRequest(BaseModel):
     stream_options: StreamOptions | None = None
     user: str | None = None
     n: int | None = None
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
     priority: str | int | None = None
-    request_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")
+    request_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=REQUEST_ID_PATTERN)
 
     @property
     def requested_max_tokens(self) -> int | None:
@@ -71,7 +86,12 @@ def describe(error: ValidationError) -> tuple[str, str]:
         return param, f"missing required parameter: {param!r}"
     got = first.get("input")
     shown = repr(got) if isinstance(got, (str, int, float, bool)) or got is None else type(got).__name__
-    return param, f"invalid value for {param!r}: {first['msg'].lower()} (got {shown})"
+    return param, f"invalid value for {param!r}: {_lower_first(first['msg'])} (got {shown})"
+
+
+def _lower_first(text: str) -> str:
+    """Lower only the first letter: a pattern or a class name in the message keeps its case."""
+    return text[:1].lower() + text[1:]
 
 
 _UNION_TAGS = {"str", "int", "list[str]", "list[TextPart]", "TextPart", "bool", "float", "none"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from fastapi import FastAPI
 
@@ -17,10 +17,13 @@ from api.services import Services
 log = logging.getLogger("gpt_oss_webui")
 
 
-def create_app(services: Services) -> FastAPI:
+def create_app(services: Services, on_engine_failure: Callable[[BaseException], None] | None = None) -> FastAPI:
+    """`on_engine_failure` is called if the engine cannot start, so the process can exit instead of
+    answering 503 forever."""
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        starting = asyncio.create_task(_start(services), name="engine-start")
+        starting = asyncio.create_task(_start(services, on_engine_failure), name="engine-start")
         try:
             yield
         finally:
@@ -37,12 +40,14 @@ def create_app(services: Services) -> FastAPI:
     return app
 
 
-async def _start(services: Services) -> None:
+async def _start(services: Services, on_failure: Callable[[BaseException], None] | None) -> None:
     try:
         await services.engine.start()
-    except Exception:
-        log.exception("the engine failed to start")
-        raise
+    except Exception as exc:
+        log.error("the engine failed to start: %s", exc, exc_info=log.isEnabledFor(logging.DEBUG))
+        if on_failure is not None:
+            on_failure(exc)
+        return
     await services.scheduler.start()
     caps = services.engine.capabilities
     log.info("engine ready: model=%s max_model_len=%d token_budget=%d", caps.model, caps.max_model_len,

@@ -53,7 +53,7 @@ async def ticket_events(
             if event.finish_reason == "abort":
                 yield sse(APIError(503, "generation was aborted by the engine", code="aborted").body())
                 return
-            completion.add(event.text, event.num_tokens, event.finish_reason)
+            completion.add(event)
             if event.text:
                 yield completion.chunk({"content": event.text}, with_usage_field=include_usage)
             if event.finish_reason:

@@ -40,6 +40,7 @@ class Delta:
     text: str
     num_tokens: int
     finish_reason: FinishReason | None = None
+    cached_tokens: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -48,6 +49,8 @@ class Capabilities:
     max_model_len: int
     token_budget: int
     supports_priority: bool
+    block_size: int = 1
+    supports_reasoning_effort: bool = False
 
 
 @dataclass(slots=True)
@@ -57,6 +60,7 @@ class EngineStats:
     kv_used_tokens: int = 0
     kv_usage: float = 0.0
     generated_tokens: int = 0
+    prefix_cache_hit_rate: float | None = None
 
 
 class EngineError(RuntimeError):
@@ -78,7 +82,7 @@ class EngineBackend(Protocol):
 
     async def stop(self) -> None: ...
 
-    def prepare(self, messages: list[ChatMessage]) -> Prompt: ...
+    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt: ...
 
     def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]: ...
 

@@ -101,7 +101,7 @@ class SimEngine:
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)
 
-    def prepare(self, messages: list[ChatMessage]) -> Prompt:
+    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
         text = "".join(f"<|{m.role}|>{m.content}<|end|>" for m in messages)
         tokens = sum(count_tokens(m.content) + _MESSAGE_OVERHEAD for m in messages)
         return Prompt(num_tokens=tokens + 1, payload=text)
@@ -211,7 +211,7 @@ class SimEngine:
             return
         seq.text += piece
         reason = "length" if seq.generated >= seq.params.max_tokens else None
-        if reason is None and seq.generated >= seq.natural_len:
+        if reason is None and self.config.natural_stop and seq.generated >= seq.natural_len:
             reason = "stop"
         if reason:
             self._finish(seq, Delta(piece, 1, reason))

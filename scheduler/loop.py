@@ -45,7 +45,8 @@ class Scheduler:
         self._timer: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self.admission.token_budget = self.engine.capabilities.token_budget
+        caps = self.engine.capabilities
+        self.admission.token_budget, self.admission.block_size = caps.token_budget, caps.block_size
         self._timer = asyncio.create_task(self._tick_forever(), name="scheduler-timer")
 
     async def shutdown(self) -> None:
@@ -85,6 +86,7 @@ class Scheduler:
             return
         if self.queue.remove(request_id) is not None:
             self._fail(ticket.request, SchedulerError(reason, "the client disconnected"), reason)
+            self._dispatch()  # the head may have been what blocked smaller requests
         elif (task := self._tasks.get(request_id)) is not None:
             task.cancel(reason)
 
@@ -96,7 +98,7 @@ class Scheduler:
         if not self.admission.can_ever_fit(request):
             raise SchedulerError(
                 "too_large",
-                f"this request needs up to {request.cost_tokens} tokens (prompt + max_tokens) but the engine "
+                f"this request needs up to {self.admission.cost(request)} tokens (prompt + max_tokens) but the engine "
                 f"holds at most {self.admission.token_budget}; lower max_tokens or shorten the prompt",
             )
 
@@ -196,6 +198,7 @@ class Scheduler:
             error = SchedulerError("queue_timeout", f"waited longer than the {request.priority.value}-priority "
                                    f"limit of {limit:g} s in the queue; retry later", retry)
             self._fail(request, error, "timeout")
+        self._dispatch()
 
     def sample_pressure(self) -> None:
         high = self.queue.count(PriorityClass.HIGH)

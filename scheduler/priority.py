@@ -28,17 +28,19 @@ def resolve_priority(given: PriorityInput, config: SchedulerConfig) -> tuple[Pri
     """Strongest source first: batch mode, X-Priority header, priority key, body field, medium.
 
     A short deterministic request (max_tokens <= short_max_tokens at temperature 0) is raised by
-    `short_bonus`, half a level by default, so scripts and CLI tools get low latency.
+    `short_bonus`, half a level by default, so scripts and CLI tools get low latency. Every value
+    given is validated, even one a stronger source overrides.
     """
+    header = _parse_class(given.header, "X-Priority") if given.header is not None else None
+    body = _parse_body(given.body, config) if given.body is not None else None
     if given.batch:
         cls, score = PriorityClass.LOW, config.weights.low
-    elif given.header is not None:
-        cls = _parse_class(given.header, "X-Priority")
-        score = config.weights.of(cls.value)
+    elif header is not None:
+        cls, score = header, config.weights.of(header.value)
     elif given.priority_key:
         cls, score = PriorityClass.HIGH, config.weights.high
-    elif given.body is not None:
-        cls, score = _parse_body(given.body, config)
+    elif body is not None:
+        cls, score = body
     else:
         cls, score = PriorityClass.MEDIUM, config.weights.medium
     if _is_short_deterministic(given, config):

@@ -29,11 +29,13 @@ def load_config(
     presets = raw.pop("presets", None) or {}
     chosen = preset or raw.pop("preset", None)
     raw.pop("preset", None)
-    if chosen:
-        if chosen not in presets:
+    for name in (chosen or "").split(","):
+        if not name.strip():
+            continue
+        if name.strip() not in presets:
             allowed = ", ".join(presets) or "(none defined)"
-            raise ConfigError(f"preset: {chosen!r} is not defined; allowed: {allowed}")
-        raw = _merge(raw, presets[chosen])
+            raise ConfigError(f"preset: {name.strip()!r} is not defined; allowed: {allowed}")
+        raw = _merge(raw, presets[name.strip()])
     for item in overrides:
         key, value = _split_override(item)
         _set_dotted(raw, key, value)
@@ -66,6 +68,10 @@ def _coerce(tp: Any, value: Any, key: str, meta: Any, current: Any) -> Any:
         if value not in allowed:
             raise ConfigError(f"{key}: {value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
         return value
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: {value!r} is not allowed; expected a mapping")
+        return dict(value)
     if origin is list:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]

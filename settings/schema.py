@@ -7,7 +7,7 @@ allowed values in its one-line error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 
 def bounded(default, lo=None, hi=None):  # noqa: ANN001, ANN201 - thin field() wrapper
@@ -48,11 +48,32 @@ class SimConfig:
     max_model_len: int = bounded(4096, 16)
     max_num_seqs: int = bounded(256, 1)
     startup_s: float = bounded(0.0, 0.0)
+    natural_stop: bool = True
+
+
+@dataclass(slots=True)
+class VllmConfig:
+    """vLLM engine arguments. `bundled:NAME` models ship inside a Python package (no download)."""
+
+    model: str = "bundled:smollm2-135m-instruct"
+    served_model_name: str = "smollm2-135m-instruct"
+    models_dir: str = "models"
+    tensor_parallel_size: int = bounded(1, 1, 64)
+    max_num_seqs: int = bounded(32, 1, 4096)
+    max_model_len: int = bounded(2048, 16)
+    gpu_memory_utilization: float = bounded(0.92, 0.05, 1.0)
+    block_size: int = bounded(0, 0, 1024)
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = True
+    kv_cache_memory_bytes: int = bounded(268_435_456, 0)
+    scheduling_policy: Literal["priority", "fcfs"] = "priority"
+    extra_args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class EngineConfig:
-    backend: Literal["sim"] = "sim"
+    backend: Literal["vllm", "sim"] = "vllm"
+    vllm: VllmConfig = field(default_factory=VllmConfig)
     sim: SimConfig = field(default_factory=SimConfig)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import httpx
@@ -18,7 +20,9 @@ from api.services import Services
 from app import build_app
 from settings import load_config
 
-FAST_SIM = ["engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0", "logging.file="]
+FAST_SIM = ["engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
+            "engine.sim.natural_stop=false", "logging.file="]
+VLLM = ["engine.backend=vllm", "engine.vllm.max_num_seqs=1", "scheduler.max_concurrency=8", "logging.file="]
 
 
 @dataclass
@@ -26,14 +30,18 @@ class LiveServer:
     url: str
     services: Services
     server: uvicorn.Server
+    clients: list[openai.OpenAI] = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
         return self.url + "/v1"
 
     def client(self, **kwargs) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.base_url, api_key=kwargs.pop("api_key", "sk-test"), max_retries=0,
-                             **kwargs)
+        """An official client, closed with the server so no socket is left to the garbage collector."""
+        client = openai.OpenAI(base_url=self.base_url, api_key=kwargs.pop("api_key", "sk-test"), max_retries=0,
+                               **kwargs)
+        self.clients.append(client)
+        return client
 
     def http(self, **kwargs) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)
@@ -52,9 +60,11 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def live_server(*overrides: str, wait_ready: bool = True) -> Iterator[LiveServer]:
-    config = load_config(None, overrides=[*FAST_SIM, *overrides])
-    app, services = build_app(config)
+def live_server(*overrides: str, wait_ready: bool = True, base: list[str] = FAST_SIM,
+                startup_timeout: float = 15) -> Iterator[LiveServer]:
+    config = load_config(None, overrides=[*base, *overrides])
+    failures: list[BaseException] = []
+    app, services = build_app(config, failures.append)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -62,14 +72,19 @@ def live_server(*overrides: str, wait_ready: bool = True) -> Iterator[LiveServer
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     live = LiveServer(f"http://127.0.0.1:{port}", services, server)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + startup_timeout
     while not (server.started and (services.engine.ready or not wait_ready)):
+        if failures:
+            server.should_exit = True
+            raise RuntimeError(f"the engine did not start: {failures[0]}")
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("test server did not start")
         time.sleep(0.01)
     try:
         yield live
     finally:
+        for client in live.clients:
+            client.close()
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
@@ -87,3 +102,14 @@ def make_server() -> Iterator[Callable[..., LiveServer]]:
     """A server with its own settings, e.g. make_server("scheduler.max_concurrency=1")."""
     with contextlib.ExitStack() as stack:
         yield lambda *overrides, **kw: stack.enter_context(live_server(*overrides, **kw))
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Iterator[LiveServer]:
+    """The real vLLM engine with one engine slot, shared by every vLLM test of the run."""
+    if importlib.util.find_spec("vllm") is None:
+        if os.environ.get("REQUIRE_VLLM"):
+            pytest.fail("vLLM is not installed but REQUIRE_VLLM is set")
+        pytest.skip("vLLM is not installed (make test installs it)")
+    with live_server(base=VLLM, startup_timeout=600) as live:
+        yield live

@@ -102,7 +102,7 @@ async def test_abort_ends_the_stream_and_frees_memory(engine):
 
 
 def test_registry_knows_sim_and_refuses_unknown_backends():
-    assert isinstance(create_engine(EngineConfig()), SimEngine)
+    assert isinstance(create_engine(EngineConfig(backend="sim")), SimEngine)
     bad = EngineConfig()
     bad.backend = "tensorrt"
     with pytest.raises(ValueError, match="engine.backend"):

@@ -164,3 +164,14 @@ async def test_duplicate_ids_are_refused_while_in_flight():
     await events_until_done(ticket)
     sched.submit(make_request(request_id="same", max_tokens=2))  # free again once finished
     await stop(sched)
+
+
+async def test_removing_a_blocked_head_lets_the_next_request_in():
+    sched = await started(slots=4, kv_tokens=100, latency_ms=20)
+    sched.submit(make_request(prompt_tokens=30, max_tokens=30))
+    big = sched.submit(make_request(prompt_tokens=30, max_tokens=30))  # does not fit beside the first
+    small = sched.submit(make_request(P.LOW, prompt_tokens=10, max_tokens=10))
+    assert sched.admission.running == 1  # the small one waits behind the head
+    sched.cancel(big.request_id)
+    assert sched.admission.running == 2 and isinstance(await small.events.get(), Dispatched)
+    await stop(sched)

@@ -85,3 +85,22 @@ def test_bad_priority_names_the_parameter(given, param):
     with pytest.raises(PriorityInputError) as err:
         resolve_priority(given, CFG)
     assert err.value.param == param
+
+
+def test_admission_rounds_costs_up_to_whole_kv_blocks():
+    adm = AdmissionController(max_concurrency=8, token_budget=512, block_size=128)
+    small = make_request(prompt_tokens=10, max_tokens=10)  # 20 tokens still take a whole block
+    assert adm.cost(small) == 128
+    for _ in range(4):
+        r = make_request(prompt_tokens=10, max_tokens=10)
+        assert adm.fits(r)
+        adm.admit(r)
+    assert adm.tokens_in_use == 512 and not adm.fits(small)
+    assert adm.cost(make_request(prompt_tokens=100, max_tokens=29)) == 256
+
+
+def test_overridden_priority_values_are_still_validated():
+    with pytest.raises(PriorityInputError):
+        resolve_priority(PriorityInput(priority_key=True, body=99), CFG)
+    with pytest.raises(PriorityInputError):
+        resolve_priority(PriorityInput(header="urgent", batch=True), CFG)

@@ -5,11 +5,16 @@ from settings import ConfigError, load_config
 
 def test_repository_config_and_presets_load(tmp_path):
     base = load_config("config.yaml")
-    assert base.engine.backend == "sim" and base.scheduler.max_wait_s.low == 60
+    assert base.engine.backend == "vllm" and base.scheduler.max_wait_s.low == 60
+    assert base.engine.vllm.model == "bundled:smollm2-135m-instruct"
     team = load_config("config.yaml", preset="team")
     assert team.scheduler.max_concurrency == 16
     teaching = load_config("config.yaml", preset="teaching")
     assert teaching.server.default_max_tokens == 512 and teaching.scheduler.max_queue_size == 1024
+    gpu = load_config("config.yaml", preset="team,gpt-oss-20b")
+    assert gpu.engine.vllm.model == "openai/gpt-oss-20b" and gpu.engine.vllm.max_model_len == 8192
+    assert gpu.engine.vllm.kv_cache_memory_bytes == 0 and gpu.scheduler.max_concurrency == 32
+    assert gpu.scheduler.max_queue_size == 256  # from team
 
 
 def test_overrides_are_typed_from_the_schema():
@@ -28,7 +33,7 @@ def test_overrides_are_typed_from_the_schema():
     ("scheduler.max_concurrency=0", "scheduler.max_concurrency: 0 is not allowed; expected an integer between 1 and 4096"),
     ("scheduler.max_concurrency=many", "scheduler.max_concurrency: 'many' is not allowed; expected an integer"),
     ("scheduler.max_wait_s.low=-1", "scheduler.max_wait_s.low: -1.0 is not allowed; expected a number >= 0.0"),
-    ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: sim"),
+    ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: vllm, sim"),
     ("logging.level=LOUD", "logging.level: 'LOUD' is not allowed; allowed: DEBUG, INFO, WARNING, ERROR"),
     ("scheduler.max_concurency=4", "scheduler.max_concurency: unknown key; allowed: max_concurrency,"),
     ("scheduler=4", "scheduler: expected a mapping, got 4"),
@@ -42,7 +47,7 @@ def test_bad_values_give_one_line_naming_key_and_allowed(override, message):
 
 
 def test_bad_files_and_presets(tmp_path):
-    with pytest.raises(ConfigError, match="preset: 'huge' is not defined; allowed: personal, team, teaching"):
+    with pytest.raises(ConfigError, match="preset: 'huge' is not defined; allowed: personal, team, teaching, gpt-oss-20b"):
         load_config("config.yaml", preset="huge")
     with pytest.raises(ConfigError, match="cannot be read"):
         load_config(tmp_path / "missing.yaml")

@@ -1,0 +1,154 @@
+"""vLLM's async engine (AsyncLLM) behind the engine protocol: the CPU build with the bundled small
+model by default, the CUDA build with gpt-oss-20b on a GPU, one code path for both.
+
+vllm is imported only when this backend starts, inside a worker thread, so the event loop keeps
+answering /healthz (503, loading) during the 20-odd seconds the engine takes to come up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from typing import Any, AsyncIterator
+
+from engine.base import Capabilities, ChatMessage, Delta, EngineError, EngineStats, GenParams, Prompt
+from engine.model_files import resolve_model
+from settings.schema import EngineConfig, VllmConfig
+
+log = logging.getLogger("gpt_oss_webui.engine")
+
+_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+
+
+class VllmEngine:
+    def __init__(self, config: VllmConfig) -> None:
+        self.config = config
+        self._engine: Any = None
+        self._tokenizer: Any = None
+        self._budget = 0
+        self._block_size = 1
+        self._reasoning = False
+        self._stats: dict[str, float] = {}
+        self._generated = 0
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> VllmEngine:
+        return cls(config.vllm)
+
+    @property
+    def ready(self) -> bool:
+        return self._engine is not None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            model=self.config.served_model_name,
+            max_model_len=self.config.max_model_len,
+            token_budget=self._budget,
+            supports_priority=self.config.scheduling_policy == "priority",
+            block_size=self._block_size,
+            supports_reasoning_effort=self._reasoning,
+        )
+
+    async def start(self) -> None:
+        self._engine = await asyncio.to_thread(self._build)
+        self._tokenizer = self._engine.get_tokenizer()
+        cache = self._engine.vllm_config.cache_config
+        self._block_size = cache.block_size
+        self._budget = cache.num_gpu_blocks * cache.block_size
+        self._reasoning = "reasoning_effort" in (getattr(self._tokenizer, "chat_template", None) or "")
+
+    def _build(self) -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        from engine.vllm_stats import stats_logger_factory
+
+        model = resolve_model(self.config.model, self.config.models_dir)
+        args = AsyncEngineArgs(**engine_arguments(self.config, model, AsyncEngineArgs))
+        return AsyncLLM.from_engine_args(args, stat_loggers=[stats_logger_factory(self._stats)])
+
+    async def stop(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is None:
+            return
+        if engine.output_handler is not None:
+            engine.output_handler.cancel()  # otherwise it logs the engine's death as an error
+        await asyncio.to_thread(engine.shutdown, 5.0)
+        engine.shutdown = lambda *args, **kwargs: None  # its __del__ would shut down again at exit and fail
+
+    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        extra = {"reasoning_effort": reasoning_effort} if reasoning_effort and self._reasoning else {}
+        text = self._tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False, **extra)
+        ids = self._tokenizer.encode(text, add_special_tokens=False)
+        return Prompt(num_tokens=len(ids), payload=ids)
+
+    async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
+        from vllm.exceptions import VLLMValidationError
+        from vllm.inputs import TokensPrompt
+
+        if self._engine is None:
+            raise EngineError("engine is not running")
+        sampling = self._sampling_params(params)
+        priority = params.priority if self.config.scheduling_policy == "priority" else 0
+        try:
+            async for output in self._engine.generate(TokensPrompt(prompt_token_ids=prompt.payload), sampling,
+                                                      request_id, priority=priority):
+                piece = output.outputs[0]
+                self._generated += len(piece.token_ids)
+                finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
+                yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens)
+        except VLLMValidationError as exc:
+            raise EngineError(str(exc)) from None
+
+    async def abort(self, request_id: str) -> None:
+        if self._engine is not None:
+            await self._engine.abort(request_id)
+
+    def stats(self) -> EngineStats:
+        usage = float(self._stats.get("kv_usage", 0.0))
+        return EngineStats(
+            running=int(self._stats.get("running", 0)),
+            waiting=int(self._stats.get("waiting", 0)),
+            kv_used_tokens=round(usage * self._budget),
+            kv_usage=usage,
+            generated_tokens=self._generated,
+            prefix_cache_hit_rate=self._stats.get("prefix_cache_hit_rate"),
+        )
+
+    def _sampling_params(self, params: GenParams) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        return SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
+                              seed=params.seed, stop=params.stop or None, output_kind=RequestOutputKind.DELTA)
+
+
+def engine_arguments(config: VllmConfig, model: str, args_cls: type) -> dict[str, Any]:
+    """AsyncEngineArgs keyword arguments; an unknown extra argument is a one-line config error."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "served_model_name": config.served_model_name,
+        "tensor_parallel_size": config.tensor_parallel_size,
+        "max_num_seqs": config.max_num_seqs,
+        "max_model_len": config.max_model_len,
+        "gpu_memory_utilization": config.gpu_memory_utilization,
+        "enable_prefix_caching": config.enable_prefix_caching,
+        "enforce_eager": config.enforce_eager,
+        "scheduling_policy": config.scheduling_policy,
+    }
+    if config.block_size:
+        kwargs["block_size"] = config.block_size
+    if config.kv_cache_memory_bytes:
+        kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes
+    known = {f.name for f in dataclasses.fields(args_cls)}
+    for key, value in config.extra_args.items():
+        if key not in known:
+            raise EngineError(f"engine.vllm.extra_args.{key}: not an argument of vLLM's AsyncEngineArgs")
+        kwargs[key] = value
+    return kwargs

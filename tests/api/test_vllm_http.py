@@ -1,0 +1,117 @@
+"""The real vLLM engine (CPU build, bundled SmolLM2) behind the real server: one engine for the
+whole run. Checks structure, never facts: the small model's answers are often wrong."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+HI = [{"role": "user", "content": "Say hello."}]
+
+
+def test_chat_completion_non_streaming_and_streaming(vllm_server):
+    client = vllm_server.client()
+    reply = client.chat.completions.create(model="smollm2-135m-instruct", messages=HI, max_tokens=16,
+                                           temperature=0)
+    assert reply.object == "chat.completion" and reply.choices[0].message.content.strip()
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    assert 0 < reply.usage.completion_tokens <= 16 and reply.usage.prompt_tokens > 5
+    chunks = list(client.chat.completions.create(model="smollm2-135m-instruct", messages=HI, max_tokens=16,
+                                                 temperature=0, stream=True,
+                                                 stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip()
+    assert 0 < chunks[-1].usage.completion_tokens <= 16
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] in ("stop", "length")
+
+
+def test_length_finish_and_usage_are_the_engines(vllm_server):
+    reply = vllm_server.client().chat.completions.create(
+        model="smollm2-135m-instruct", messages=[{"role": "user", "content": "Write a long story about a cat."}],
+        max_tokens=7, temperature=0)
+    assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 7
+
+
+def test_priority_reaches_the_engine(vllm_server):
+    """One engine slot: a high request sent after four low ones runs right after the running one."""
+    url = vllm_server.url
+    done: list[str] = []
+
+    def send(name: str, priority: str, max_tokens: int) -> None:
+        body = {"messages": [{"role": "user", "content": f"Count slowly: {name}"}], "max_tokens": max_tokens,
+                "temperature": 0.7, "seed": 1}
+        response = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Priority": priority},
+                              timeout=120)
+        assert response.status_code == 200, response.text
+        done.append(name)
+
+    threads = [threading.Thread(target=send, args=("first", "low", 48))]
+    threads[0].start()
+    vllm_server.wait_for(lambda s: s["engine"] and s["engine"]["running"] == 1, timeout=30)
+    for i in range(4):
+        threads.append(threading.Thread(target=send, args=(f"low{i}", "low", 24)))
+        threads[-1].start()
+    vllm_server.wait_for(lambda s: s["engine"] and s["engine"]["waiting"] == 4, timeout=30)
+    threads.append(threading.Thread(target=send, args=("high", "high", 24)))
+    threads[-1].start()
+    for t in threads:
+        t.join(180)
+    assert done[:2] == ["first", "high"], done
+
+
+def test_disconnect_aborts_in_the_engine(vllm_server):
+    body = {"messages": [{"role": "user", "content": "Tell me everything about the ocean."}],
+            "max_tokens": 1500, "stream": True, "temperature": 0.8, "seed": 3}
+    with httpx.stream("POST", vllm_server.url + "/v1/chat/completions", json=body, timeout=60) as response:
+        seen = 0
+        for line in response.iter_lines():
+            seen += line.startswith("data:")
+            if seen >= 3:
+                break
+    engine = vllm_server.services.engine
+    deadline = time.monotonic() + 10
+    while engine._engine.get_num_unfinished_requests() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine._engine.get_num_unfinished_requests() == 0
+    assert vllm_server.status()["running"] == 0
+
+
+def test_repeated_long_prompt_hits_the_prefix_cache(vllm_server):
+    long_prompt = " ".join(f"Fact {i}: the queue keeps requests in order." for i in range(60))
+    messages = [{"role": "system", "content": long_prompt}, {"role": "user", "content": "Summarise."}]
+    client = vllm_server.client()
+    first = client.chat.completions.create(model="smollm2-135m-instruct", messages=messages, max_tokens=4)
+    second = client.chat.completions.create(model="smollm2-135m-instruct", messages=messages, max_tokens=4)
+    assert first.usage.prompt_tokens > 300
+    assert second.usage.prompt_tokens_details.cached_tokens >= 256
+    assert vllm_server.status()["engine"]["prefix_cache_hit_rate"] > 0
+
+
+def test_context_limit_is_rejected_before_the_engine(vllm_server):
+    engine = vllm_server.services.engine
+    before = engine.stats().generated_tokens
+    huge = "word " * 2500
+    response = httpx.post(vllm_server.url + "/v1/chat/completions",
+                          json={"messages": [{"role": "user", "content": huge}], "max_tokens": 10}, timeout=30)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert engine.stats().generated_tokens == before and vllm_server.status()["running"] == 0
+
+
+def test_reasoning_effort_is_accepted_and_reported_ignored(vllm_server):
+    response = httpx.post(vllm_server.url + "/v1/chat/completions",
+                          json={"messages": HI, "max_tokens": 4, "reasoning_effort": "high"}, timeout=60)
+    assert response.status_code == 200
+    assert response.headers["x-reasoning-effort"] == "ignored"
+
+
+def test_queue_status_reports_the_engine(vllm_server):
+    status = vllm_server.status()
+    assert status["token_budget"] > 2048 and status["engine"]["kv_usage"] >= 0
+    models = vllm_server.client().models.list()
+    assert [m.id for m in models.data] == ["smollm2-135m-instruct"]
