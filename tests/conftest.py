@@ -105,11 +105,16 @@ def make_server() -> Iterator[Callable[..., LiveServer]]:
 
 
 @pytest.fixture(scope="session")
-def vllm_server() -> Iterator[LiveServer]:
-    """The real vLLM engine with one engine slot, shared by every vLLM test of the run."""
+def vllm_installed() -> None:
+    """Skips where vLLM is missing, unless REQUIRE_VLLM (set by CI) makes that a failure."""
     if importlib.util.find_spec("vllm") is None:
         if os.environ.get("REQUIRE_VLLM"):
             pytest.fail("vLLM is not installed but REQUIRE_VLLM is set")
         pytest.skip("vLLM is not installed (make test installs it)")
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_installed: None) -> Iterator[LiveServer]:
+    """The real vLLM engine with one engine slot, shared by every vLLM test of the run."""
     with live_server(base=VLLM, startup_timeout=600) as live:
         yield live

@@ -1,0 +1,52 @@
+"""The vLLM backend's pure parts (no vllm import): engine arguments and bundled model files."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine.base import EngineError
+from engine.model_files import ModelFileError, resolve_model
+from engine.vllm_engine import engine_arguments
+from settings import load_config
+
+
+@dataclasses.dataclass
+class FakeEngineArgs:
+    model: str = ""
+    dtype: str = "auto"
+    swap_space: float = 4
+
+
+def test_engine_arguments_from_the_default_config():
+    cfg = load_config("config.yaml").engine.vllm
+    kwargs = engine_arguments(cfg, "/models/x", FakeEngineArgs)
+    assert kwargs["model"] == "/models/x" and kwargs["served_model_name"] == "smollm2-135m-instruct"
+    assert kwargs["scheduling_policy"] == "priority" and kwargs["enable_prefix_caching"] is True
+    assert kwargs["kv_cache_memory_bytes"] == 256 * 2**20 and "block_size" not in kwargs
+
+
+def test_gpu_preset_sizes_the_cache_by_memory_utilisation():
+    cfg = load_config("config.yaml", preset="gpt-oss-20b").engine.vllm
+    kwargs = engine_arguments(cfg, cfg.model, FakeEngineArgs)
+    assert "kv_cache_memory_bytes" not in kwargs and kwargs["gpu_memory_utilization"] == 0.92
+    assert kwargs["max_num_seqs"] == 32 and kwargs["max_model_len"] == 8192 and kwargs["enforce_eager"] is False
+
+
+def test_extra_args_must_be_real_engine_arguments():
+    cfg = load_config(None, overrides=["engine.vllm.extra_args={dtype: bfloat16}"]).engine.vllm
+    assert engine_arguments(cfg, "m", FakeEngineArgs)["dtype"] == "bfloat16"
+    bad = load_config(None, overrides=["engine.vllm.extra_args={max_num_seqz: 4}"]).engine.vllm
+    with pytest.raises(EngineError, match="engine.vllm.extra_args.max_num_seqz: not an argument"):
+        engine_arguments(bad, "m", FakeEngineArgs)
+
+
+def test_model_paths_and_bundled_names(tmp_path):
+    assert resolve_model("/srv/models/gpt-oss-20b", tmp_path) == "/srv/models/gpt-oss-20b"
+    with pytest.raises(ModelFileError, match="allowed: bundled:smollm2-135m-instruct"):
+        resolve_model("bundled:llama-70b", tmp_path)
+    done = tmp_path / "smollm2-135m-instruct"
+    done.mkdir()
+    (done / ".converted").write_text("x")
+    assert resolve_model("bundled:smollm2-135m-instruct", tmp_path) == str(done)  # no second conversion
