@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from api.server import create_app
 from api.services import Services
+from cache.store import ResponseCache
 from engine.registry import create_engine
 from monitor.logs import configure_logging
 from scheduler.loop import Scheduler
@@ -51,7 +52,8 @@ def build_config(args: argparse.Namespace) -> Config:
 def build_app(config: Config, on_engine_failure: Callable[[BaseException], None] | None = None
               ) -> tuple[FastAPI, Services]:
     engine = create_engine(config.engine)
-    services = Services(config, engine, Scheduler(config.scheduler, engine))
+    cache = ResponseCache(config.cache) if config.cache.enabled and config.cache.mode != "off" else None
+    services = Services(config, engine, Scheduler(config.scheduler, engine), cache)
     return create_app(services, on_engine_failure), services
 
 

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from pydantic import ValidationError
 
 from api.auth import identify
 from api.errors import APIError
 from api.openai_format import Completion
 from api.schemas import REQUEST_ID_PATTERN, ChatCompletionRequest, describe
+from api.cached import lookup, plan_cache, replay, write_back
+from api.relay import complete_ticket, stream_ticket
 from api.services import Services
-from api.streaming import NOTICE_INTERVAL_S, TicketStream, ticket_events
-from engine.base import Delta, GenParams
+from engine.base import GenParams, Prompt
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
-from scheduler.request import Dispatched, PriorityClass, Request as QueuedRequest, SchedulerError, Ticket
+from scheduler.request import PriorityClass, Request as QueuedRequest, SchedulerError, Ticket
 from settings.schema import SchedulerConfig
 
 
@@ -28,17 +28,28 @@ async def create_chat_completion(request: Request) -> Response:
     caller = identify(request, services.config)
     body = parse_body(await request.body())
     batch = _batch_mode(request)
-    _check_engine(services, body)
-    queued = build_request(services, request, body, caller.priority_key, batch)
-    try:
-        ticket = services.scheduler.submit(queued)
-    except SchedulerError as exc:
-        raise _submit_error(exc, body) from None
-    completion = Completion.start(queued.request_id, services.engine.capabilities.model, queued.prompt.num_tokens)
+    _check_model(services, body)
+    cls, score = _priority(request, body, caller.priority_key, batch, services.config.scheduler)
+    request_id = body.request_id or _header_request_id(request) or f"chatcmpl-{uuid.uuid4().hex}"
+    stream = body.stream and not batch
     extra = _reasoning_header(services, body)
-    if body.stream and not batch:
-        return await _stream(services, ticket, completion, body.include_usage, extra)
-    return await _complete(request, services, ticket, completion, extra)
+    plan = plan_cache(services, request, body, caller.key)
+    completion = Completion.start(request_id, services.engine.capabilities.model, 0)
+    hit = await lookup(services, plan)
+    if hit is not None:
+        headers = {"X-Request-ID": request_id, "X-Queue-Wait-Ms": "0", "X-Priority": cls.value, "X-Cache": "HIT"}
+        return replay(hit, completion, stream, body.include_usage, {**headers, **extra})
+    completion.on_finish, after = write_back(services, plan)
+    try:
+        ticket = _submit(services, body, QueuedRequest(request_id, cls, score, *_prepare(services, body)))
+    except BaseException:
+        after()
+        raise
+    completion.prompt_tokens = ticket.request.prompt.num_tokens
+    extra["X-Cache"] = plan.status
+    if stream:
+        return await stream_ticket(services.scheduler, ticket, completion, body.include_usage, extra, after)
+    return await complete_ticket(request, services.scheduler, ticket, completion, extra, after)
 
 
 def parse_body(raw: bytes) -> ChatCompletionRequest:
@@ -62,11 +73,13 @@ def parse_body(raw: bytes) -> ChatCompletionRequest:
     return body
 
 
-def build_request(services: Services, request: Request, body: ChatCompletionRequest, priority_key: bool,
-                  batch: bool) -> QueuedRequest:
+def _prepare(services: Services, body: ChatCompletionRequest) -> tuple[Prompt, GenParams]:
+    """The engine's prompt (exact token count) and the sampling parameters."""
+    if not services.engine.ready:
+        raise APIError(503, "the model is still loading; retry shortly", code="engine_loading",
+                       headers={"Retry-After": "5"})
     prompt = services.engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
     max_tokens = _max_tokens(services, body, prompt.num_tokens)
-    cls, score = _priority(request, body, priority_key, batch, services.config.scheduler)
     params = GenParams(
         max_tokens=max_tokens,
         temperature=1.0 if body.temperature is None else body.temperature,
@@ -74,8 +87,14 @@ def build_request(services: Services, request: Request, body: ChatCompletionRequ
         stop=body.stop_list,
         seed=body.seed,
     )
-    request_id = body.request_id or _header_request_id(request) or f"chatcmpl-{uuid.uuid4().hex}"
-    return QueuedRequest(request_id=request_id, priority=cls, score=score, prompt=prompt, params=params)
+    return prompt, params
+
+
+def _submit(services: Services, body: ChatCompletionRequest, queued: QueuedRequest) -> Ticket:
+    try:
+        return services.scheduler.submit(queued)
+    except SchedulerError as exc:
+        raise _submit_error(exc, body) from None
 
 
 def _priority(request: Request, body: ChatCompletionRequest, priority_key: bool, batch: bool,
@@ -103,10 +122,7 @@ def _batch_mode(request: Request) -> bool:
     return mode == "batch"
 
 
-def _check_engine(services: Services, body: ChatCompletionRequest) -> None:
-    if not services.engine.ready:
-        raise APIError(503, "the model is still loading; retry shortly", code="engine_loading",
-                       headers={"Retry-After": "5"})
+def _check_model(services: Services, body: ChatCompletionRequest) -> None:
     model = services.engine.capabilities.model
     if body.model is not None and body.model != model:
         raise APIError(404, f"the model {body.model!r} does not exist; available: {model}", param="model",
@@ -152,80 +168,3 @@ def _reasoning_header(services: Services, body: ChatCompletionRequest) -> dict[s
         return {}
     applied = services.engine.capabilities.supports_reasoning_effort
     return {"X-Reasoning-Effort": body.reasoning_effort if applied else "ignored"}
-
-
-def _headers(ticket: Ticket, wait_s: float, extra: dict[str, str]) -> dict[str, str]:
-    return {"X-Request-ID": ticket.request_id, "X-Queue-Wait-Ms": f"{wait_s * 1000:.0f}",
-            "X-Priority": ticket.request.priority.value, **extra}
-
-
-async def _stream(services: Services, ticket: Ticket, completion: Completion, include_usage: bool,
-                  extra: dict[str, str]) -> Response:
-    """Wait briefly for dispatch so most streams carry their exact queue wait in the headers; a
-    stream still queued after that opens anyway and reports its place in SSE comments."""
-    scheduler = services.scheduler
-    try:
-        first = await ticket.next_event(timeout=NOTICE_INTERVAL_S)
-    except asyncio.CancelledError:
-        scheduler.cancel(ticket.request_id)
-        raise
-    if isinstance(first, SchedulerError):
-        raise APIError.from_scheduler(first)
-    wait = first.queue_wait_s if isinstance(first, Dispatched) else scheduler.clock() - ticket.request.arrival
-    return TicketStream(
-        ticket_events(scheduler, ticket, completion, first, include_usage),
-        on_close=lambda: _release(scheduler, ticket),
-        headers=_headers(ticket, wait, extra),
-    )
-
-
-async def _complete(request: Request, services: Services, ticket: Ticket, completion: Completion,
-                    extra: dict[str, str]) -> Response:
-    collect = asyncio.ensure_future(_collect(ticket, completion))
-    gone = asyncio.ensure_future(_client_gone(request))
-    try:
-        await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not collect.done():
-            collect.cancel()
-        _release(services.scheduler, ticket)
-    if not collect.done() or collect.cancelled():
-        return Response(status_code=499)
-    try:
-        wait = collect.result()
-    except APIError as exc:
-        exc.headers.update(_headers(ticket, scheduler_wait(ticket), extra))
-        raise
-    return JSONResponse(completion.body(), headers=_headers(ticket, wait, extra))
-
-
-def scheduler_wait(ticket: Ticket) -> float:
-    request = ticket.request
-    return (request.dispatched_at or request.arrival) - request.arrival
-
-
-async def _collect(ticket: Ticket, completion: Completion) -> float:
-    wait = 0.0
-    while True:
-        event = await ticket.next_event()
-        if isinstance(event, Dispatched):
-            wait = event.queue_wait_s
-        elif isinstance(event, SchedulerError):
-            raise APIError.from_scheduler(event)
-        elif isinstance(event, Delta):
-            if event.finish_reason == "abort":
-                raise APIError(503, "generation was aborted by the engine", code="aborted")
-            completion.add(event)
-            if event.finish_reason:
-                return wait
-
-
-async def _client_gone(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-def _release(scheduler, ticket: Ticket) -> None:  # noqa: ANN001
-    ticket.close()
-    scheduler.cancel(ticket.request_id)

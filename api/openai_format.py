@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from engine.base import Delta
 
@@ -19,6 +20,7 @@ class Completion:
     completion_tokens: int = 0
     cached_tokens: int = 0
     finish_reason: str | None = None
+    on_finish: Callable[[Completion], None] | None = None
 
     @classmethod
     def start(cls, request_id: str, model: str, prompt_tokens: int) -> Completion:
@@ -29,6 +31,8 @@ class Completion:
         self.completion_tokens += delta.num_tokens
         self.cached_tokens = max(self.cached_tokens, delta.cached_tokens)
         self.finish_reason = delta.finish_reason or self.finish_reason
+        if delta.finish_reason and self.on_finish is not None:
+            self.on_finish(self)
 
     def usage(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from api.auth import identify
+from api.errors import APIError
 from api.chat import create_chat_completion
 from api.services import Services
 from scheduler.status import overall_status, request_status
@@ -45,3 +46,22 @@ async def healthz(request: Request) -> JSONResponse:
     if _services(request).engine.ready:
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "loading", "message": "the engine is loading the model"}, status_code=503)
+
+
+@router.get("/v1/cache/stats")
+async def cache_stats(request: Request) -> dict:
+    services = _services(request)
+    identify(request, services.config)
+    if services.cache is None:
+        return {"object": "cache.stats", "enabled": False}
+    return services.cache.stats()
+
+
+@router.delete("/v1/cache")
+async def clear_cache(request: Request) -> dict:
+    services = _services(request)
+    caller = identify(request, services.config)
+    if services.config.server.admin_keys and not caller.admin:
+        raise APIError(401, "clearing the cache needs an admin key", code="admin_key_required")
+    removed = await services.cache.clear() if services.cache is not None else 0
+    return {"object": "cache.cleared", "removed": removed}

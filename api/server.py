@@ -23,6 +23,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if services.cache is not None:
+            await services.cache.open()
         starting = asyncio.create_task(_start(services, on_engine_failure), name="engine-start")
         try:
             yield
@@ -31,6 +33,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             await asyncio.gather(starting, return_exceptions=True)
             await services.scheduler.shutdown()
             await services.engine.stop()
+            if services.cache is not None:
+                await services.cache.close()
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan)
     app.state.services = services

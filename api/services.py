@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from cache.flight import SingleFlight
+from cache.store import ResponseCache
 from engine.base import EngineBackend
 from scheduler.loop import Scheduler
 from settings.schema import Config
@@ -14,3 +16,5 @@ class Services:
     config: Config
     engine: EngineBackend
     scheduler: Scheduler
+    cache: ResponseCache | None = None
+    flight: SingleFlight = field(default_factory=SingleFlight)

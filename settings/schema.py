@@ -102,6 +102,22 @@ class SchedulerConfig:
 
 
 @dataclass(slots=True)
+class CacheConfig:
+    """The response cache in front of the queue (SQLite through aiosqlite)."""
+
+    enabled: bool = True
+    path: str = "data/response-cache.sqlite3"
+    ttl_s: float = bounded(86_400.0, 1.0)
+    max_entries: int = bounded(10_000, 1)
+    max_bytes: int = bounded(104_857_600, 1024)
+    mode: Literal["deterministic", "all", "off"] = "deterministic"
+    normalize: bool = False
+    casefold: bool = False
+    namespace_by_key: bool = False
+    purge_interval_s: float = bounded(60.0, 0.1)
+
+
+@dataclass(slots=True)
 class LoggingConfig:
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     file: str = "logs/gpt-oss-webui.log"
@@ -114,4 +130,5 @@ class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)

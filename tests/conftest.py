@@ -21,8 +21,9 @@ from app import build_app
 from settings import load_config
 
 FAST_SIM = ["engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
-            "engine.sim.natural_stop=false", "logging.file="]
-VLLM = ["engine.backend=vllm", "engine.vllm.max_num_seqs=1", "scheduler.max_concurrency=8", "logging.file="]
+            "engine.sim.natural_stop=false", "logging.file=", "cache.enabled=false"]
+VLLM = ["engine.backend=vllm", "engine.vllm.max_num_seqs=1", "scheduler.max_concurrency=8", "logging.file=",
+        "cache.enabled=false"]
 
 
 @dataclass

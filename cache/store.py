@@ -1,0 +1,213 @@
+"""The response cache: one SQLite file (WAL) through aiosqlite, with an in-memory index.
+
+The index (key -> created, size, in least-recently-used order) answers misses without touching the
+database and decides evictions; the database holds the canonical request and the answer. Every
+write goes through one background writer task, so a response never waits on a write and the
+single connection never meets "database is locked".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import aiosqlite
+
+from cache.keys import CacheKey
+from settings.schema import CacheConfig
+
+log = logging.getLogger("gpt_oss_webui.cache")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    key TEXT PRIMARY KEY,
+    canonical TEXT NOT NULL,
+    response TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    created REAL NOT NULL,
+    last_used REAL NOT NULL
+)
+"""
+
+
+@dataclass(slots=True)
+class CachedResponse:
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(slots=True)
+class _Indexed:
+    created: float
+    size: int
+
+
+class ResponseCache:
+    def __init__(self, config: CacheConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self._db: aiosqlite.Connection | None = None
+        self._index: OrderedDict[str, _Indexed] = OrderedDict()
+        self._bytes = 0
+        self._writes: asyncio.Queue = asyncio.Queue()
+        self._tasks: list[asyncio.Task] = []
+        self.hits = self.misses = self.evictions = self.expired = 0
+
+    async def open(self) -> None:
+        path = Path(self.config.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            await self._connect(path)
+        except sqlite3.DatabaseError as exc:
+            await self._close_db()
+            aside = path.with_name(f"{path.name}.corrupt-{int(self.clock())}")
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                Path(str(path) + suffix).unlink(missing_ok=True)
+            log.warning("cache file %s was unreadable (%s); moved it to %s and started a new one", path, exc, aside)
+            await self._connect(path)
+        self._tasks = [asyncio.create_task(self._write_forever(), name="cache-writer"),
+                       asyncio.create_task(self._purge_forever(), name="cache-purge")]
+
+    async def close(self) -> None:
+        if self._db is None:
+            return
+        await self.flush()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._close_db()
+
+    async def get(self, key: CacheKey) -> CachedResponse | None:
+        entry = self._index.get(key.digest)
+        if entry is None or self._db is None:
+            self.misses += 1
+            return None
+        now = self.clock()
+        if now - entry.created > self.config.ttl_s:
+            self._drop(key.digest)
+            self.expired += 1
+            self.misses += 1
+            return None
+        try:
+            async with self._db.execute("SELECT canonical, response FROM entries WHERE key = ?", (key.digest,)) as cur:
+                row = await cur.fetchone()
+        except sqlite3.Error as exc:
+            log.warning("cache read failed: %s", exc)
+            row = None
+        if row is None or row[0] != key.canonical:  # a hash collision never returns another request's answer
+            self.misses += 1
+            return None
+        self._index.move_to_end(key.digest)
+        self._writes.put_nowait(("UPDATE entries SET last_used = ? WHERE key = ?", (now, key.digest)))
+        self.hits += 1
+        return CachedResponse(**json.loads(row[1]))
+
+    def put(self, key: CacheKey, response: CachedResponse) -> None:
+        """Store an answer; returns at once, the write happens in the background."""
+        if self._db is None:
+            return
+        body = json.dumps(asdict(response), ensure_ascii=False)
+        size = len(key.canonical.encode()) + len(body.encode())
+        if size > self.config.max_bytes:
+            return
+        now = self.clock()
+        self._drop(key.digest, delete=False)
+        self._index[key.digest] = _Indexed(now, size)
+        self._bytes += size
+        self._writes.put_nowait(("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
+                                 (key.digest, key.canonical, body, size, now, now)))
+        self._evict()
+
+    async def clear(self) -> int:
+        removed = len(self._index)
+        self._index.clear()
+        self._bytes = 0
+        self._writes.put_nowait(("DELETE FROM entries", ()))
+        await self.flush()
+        return removed
+
+    async def flush(self) -> None:
+        await self._writes.join()
+
+    def stats(self) -> dict[str, Any]:
+        lookups = self.hits + self.misses
+        return {"object": "cache.stats", "enabled": self._db is not None, "entries": len(self._index),
+                "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
+                "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
+                "evictions": self.evictions, "expired": self.expired,
+                "max_entries": self.config.max_entries, "max_bytes": self.config.max_bytes, "ttl_s": self.config.ttl_s}
+
+    def purge_expired(self) -> int:
+        cutoff = self.clock() - self.config.ttl_s
+        old = [k for k, e in self._index.items() if e.created < cutoff]
+        for digest in old:
+            self._drop(digest, delete=False)
+        if old:
+            self._writes.put_nowait(("DELETE FROM entries WHERE created < ?", (cutoff,)))
+        self.expired += len(old)
+        return len(old)
+
+    def _evict(self) -> None:
+        while len(self._index) > self.config.max_entries or self._bytes > self.config.max_bytes:
+            digest = next(iter(self._index))
+            self._drop(digest)
+            self.evictions += 1
+
+    def _drop(self, digest: str, delete: bool = True) -> None:
+        entry = self._index.pop(digest, None)
+        if entry is not None:
+            self._bytes -= entry.size
+            if delete:
+                self._writes.put_nowait(("DELETE FROM entries WHERE key = ?", (digest,)))
+
+    async def _connect(self, path: Path) -> None:
+        self._db = await aiosqlite.connect(path)
+        await self._db.execute("PRAGMA journal_mode=WAL")
+        await self._db.execute("PRAGMA synchronous=NORMAL")
+        await self._db.execute(_SCHEMA)
+        await self._db.commit()
+        await self._load_index()
+
+    async def _load_index(self) -> None:
+        self._index.clear()
+        self._bytes = 0
+        async with self._db.execute("SELECT key, created, size FROM entries ORDER BY last_used") as cur:
+            async for digest, created, size in cur:
+                self._index[digest] = _Indexed(created, size)
+                self._bytes += size
+        self._evict()
+
+    async def _close_db(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def _write_forever(self) -> None:
+        while True:
+            batch = [await self._writes.get()]
+            while not self._writes.empty() and len(batch) < 256:
+                batch.append(self._writes.get_nowait())
+            try:
+                for sql, params in batch:
+                    await self._db.execute(sql, params)
+                await self._db.commit()
+            except sqlite3.Error as exc:
+                log.warning("cache write failed: %s", exc)
+            finally:
+                for _ in batch:
+                    self._writes.task_done()
+
+    async def _purge_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.purge_interval_s)
+            self.purge_expired()
