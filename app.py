@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -18,8 +19,10 @@ from fastapi import FastAPI
 from api.server import create_app
 from api.services import Services
 from cache.store import ResponseCache
+from monitor.alerts import AlertNotifier
+from monitor.gpu import GpuMonitor, MemoryGuard, NvmlReader
 from engine.registry import create_engine
-from monitor.logs import configure_logging
+from monitor.logs import configure_logging, install_secret_filter
 from scheduler.loop import Scheduler
 from settings import Config, ConfigError, load_config
 
@@ -49,12 +52,37 @@ def build_config(args: argparse.Namespace) -> Config:
     return load_config(args.config, args.preset, [*overrides, *args.overrides])
 
 
-def build_app(config: Config, on_engine_failure: Callable[[BaseException], None] | None = None
-              ) -> tuple[FastAPI, Services]:
+def build_app(config: Config, on_engine_failure: Callable[[BaseException], None] | None = None,
+              config_path: str = str(DEFAULT_CONFIG)) -> tuple[FastAPI, Services]:
     engine = create_engine(config.engine)
     cache = ResponseCache(config.cache) if config.cache.enabled and config.cache.mode != "off" else None
-    services = Services(config, engine, Scheduler(config.scheduler, engine), cache)
-    return create_app(services, on_engine_failure), services
+    scheduler = Scheduler(config.scheduler, engine)
+    services = Services(config, engine, scheduler, cache, gpu=build_gpu_monitor(config, scheduler))
+    if config.alerts.webhook_url:
+        services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
+                                        time.monotonic)
+    app = create_app(services, on_engine_failure)
+    if config.server.ui:
+        mount_ui(app, services, config_path)
+    return app, services
+
+
+def mount_ui(app: FastAPI, services: Services, config_path: str) -> None:
+    """The Gradio page at /, imported only when the UI is on."""
+    import gradio as gr
+
+    from ui.blocks import CSS, I18N, build_ui
+
+    gr.mount_gradio_app(app, build_ui(services, config_path), path="/", i18n=I18N, footer_links=["settings"],
+                        css=CSS)
+
+
+def build_gpu_monitor(config: Config, scheduler: Scheduler) -> GpuMonitor | None:
+    cfg = config.monitor
+    if not cfg.gpu:
+        return None
+    guard = MemoryGuard(cfg.vram_high_pct, cfg.vram_resume_pct)
+    return GpuMonitor(NvmlReader, guard, cfg.interval_s, scheduler.set_admission_paused)
 
 
 class Server(uvicorn.Server):
@@ -86,14 +114,16 @@ def main(argv: list[str] | None = None) -> int:
             server.should_exit = True
 
     try:
-        config = build_config(parse_args(argv))
-        app, services = build_app(config, engine_failed)
+        args = parse_args(argv)
+        config = build_config(args)
+        app, services = build_app(config, engine_failed, args.config)
     except (ConfigError, ValueError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.logging)
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
                                    log_level=config.logging.level.lower(), timeout_graceful_shutdown=5)
+    install_secret_filter([*config.server.api_keys, *config.server.admin_keys, *config.scheduler.priority_keys])
     server = Server(server_config, on_exit=services.scheduler.shutdown)
     try:
         server.run()

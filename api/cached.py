@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
-from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from api.openai_format import SSE_DONE, Completion
@@ -31,11 +30,12 @@ class CachePlan:
         return "MISS" if self.key is not None else "BYPASS"
 
 
-def plan_cache(services: Services, request: Request, body: ChatCompletionRequest, api_key: str | None) -> CachePlan:
+def plan_cache(services: Services, body: ChatCompletionRequest, api_key: str | None,
+               cache_control: str = "") -> CachePlan:
     """`Cache-Control: no-store` or `"cache": false` bypass the cache; `no-cache` skips the lookup
     but stores the fresh answer; only deterministic requests are cached unless configured."""
     cache = services.cache
-    directives = {d.strip().lower() for d in request.headers.get("cache-control", "").split(",")}
+    directives = {d.strip().lower() for d in cache_control.split(",")}
     if cache is None or body.cache is False or "no-store" in directives:
         return CachePlan()
     config = services.config.cache
@@ -62,7 +62,10 @@ async def lookup(services: Services, plan: CachePlan) -> CachedResponse | None:
     if leader is None:
         plan.leader = True
         return None
-    return await asyncio.shield(leader)  # None when the leader failed: generate on our own
+    shared = await asyncio.shield(leader)  # None when the leader failed: generate on our own
+    if shared is not None:
+        services.cache.shared_hit()  # served as X-Cache: HIT, so the stats count it as one
+    return shared
 
 
 def write_back(services: Services, plan: CachePlan) -> tuple[Callable[[Completion], None], Callable[[], None]]:

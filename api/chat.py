@@ -33,7 +33,7 @@ async def create_chat_completion(request: Request) -> Response:
     request_id = body.request_id or _header_request_id(request) or f"chatcmpl-{uuid.uuid4().hex}"
     stream = body.stream and not batch
     extra = _reasoning_header(services, body)
-    plan = plan_cache(services, request, body, caller.key)
+    plan = plan_cache(services, body, caller.key, request.headers.get("cache-control", ""))
     completion = Completion.start(request_id, services.engine.capabilities.model, 0)
     hit = await lookup(services, plan)
     if hit is not None:
@@ -41,7 +41,7 @@ async def create_chat_completion(request: Request) -> Response:
         return replay(hit, completion, stream, body.include_usage, {**headers, **extra})
     completion.on_finish, after = write_back(services, plan)
     try:
-        ticket = _submit(services, body, QueuedRequest(request_id, cls, score, *_prepare(services, body)))
+        ticket = _submit(services, body, QueuedRequest(request_id, cls, score, *prepare_generation(services, body)))
     except BaseException:
         after()
         raise
@@ -73,7 +73,7 @@ def parse_body(raw: bytes) -> ChatCompletionRequest:
     return body
 
 
-def _prepare(services: Services, body: ChatCompletionRequest) -> tuple[Prompt, GenParams]:
+def prepare_generation(services: Services, body: ChatCompletionRequest) -> tuple[Prompt, GenParams]:
     """The engine's prompt (exact token count) and the sampling parameters."""
     if not services.engine.ready:
         raise APIError(503, "the model is still loading; retry shortly", code="engine_loading",

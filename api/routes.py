@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from api.auth import identify
 from api.errors import APIError
@@ -39,6 +39,17 @@ async def queue_status(request: Request, request_id: str | None = None) -> dict:
     if request_id is not None:
         return request_status(services.scheduler, request_id)
     return overall_status(services.scheduler)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/livez")
+async def livez() -> dict:
+    """Liveness: the process and its event loop answer. Readiness is /healthz."""
+    return {"status": "alive"}
 
 
 @router.get("/healthz")

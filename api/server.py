@@ -13,6 +13,7 @@ from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
 from api.routes import router
 from api.services import Services
+from monitor.metrics import Metrics
 
 log = logging.getLogger("gpt_oss_webui")
 
@@ -25,12 +26,19 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if services.cache is not None:
             await services.cache.open()
-        starting = asyncio.create_task(_start(services, on_engine_failure), name="engine-start")
+        if services.gpu is not None:
+            services.gpu.start(asyncio.get_running_loop())
+        background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]
+        if services.alerts is not None:
+            background.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
         try:
             yield
         finally:
-            starting.cancel()
-            await asyncio.gather(starting, return_exceptions=True)
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            if services.gpu is not None:
+                services.gpu.stop()
             await services.scheduler.shutdown()
             await services.engine.stop()
             if services.cache is not None:
@@ -38,6 +46,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan)
     app.state.services = services
+    app.state.metrics = Metrics(services)
     app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes)
     install_error_handlers(app)
     app.include_router(router)

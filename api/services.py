@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from cache.flight import SingleFlight
 from cache.store import ResponseCache
 from engine.base import EngineBackend
+from monitor.alerts import AlertNotifier
+from monitor.gpu import GpuMonitor
 from scheduler.loop import Scheduler
 from settings.schema import Config
 
@@ -18,3 +20,5 @@ class Services:
     scheduler: Scheduler
     cache: ResponseCache | None = None
     flight: SingleFlight = field(default_factory=SingleFlight)
+    gpu: GpuMonitor | None = None
+    alerts: AlertNotifier | None = None

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS entries (
     last_used REAL NOT NULL
 )
 """
+_INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)"
 
 
 @dataclass(slots=True)
@@ -58,6 +59,7 @@ class ResponseCache:
         self._db: aiosqlite.Connection | None = None
         self._index: OrderedDict[str, _Indexed] = OrderedDict()
         self._bytes = 0
+        self._pending: dict[str, tuple[str, str]] = {}  # key -> (canonical, response) not yet written
         self._writes: asyncio.Queue = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self.hits = self.misses = self.evictions = self.expired = 0
@@ -98,12 +100,15 @@ class ResponseCache:
             self.expired += 1
             self.misses += 1
             return None
-        try:
-            async with self._db.execute("SELECT canonical, response FROM entries WHERE key = ?", (key.digest,)) as cur:
-                row = await cur.fetchone()
-        except sqlite3.Error as exc:
-            log.warning("cache read failed: %s", exc)
-            row = None
+        row = self._pending.get(key.digest)  # a put still queued for the writer is already an answer
+        if row is None:
+            try:
+                async with self._db.execute("SELECT canonical, response FROM entries WHERE key = ?",
+                                            (key.digest,)) as cur:
+                    row = await cur.fetchone()
+            except sqlite3.Error as exc:
+                log.warning("cache read failed: %s", exc)
+                row = None
         if row is None or row[0] != key.canonical:  # a hash collision never returns another request's answer
             self.misses += 1
             return None
@@ -124,8 +129,8 @@ class ResponseCache:
         self._drop(key.digest, delete=False)
         self._index[key.digest] = _Indexed(now, size)
         self._bytes += size
-        self._writes.put_nowait(("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)",
-                                 (key.digest, key.canonical, body, size, now, now)))
+        self._pending[key.digest] = (key.canonical, body)
+        self._writes.put_nowait((_INSERT, (key.digest, key.canonical, body, size, now, now)))
         self._evict()
 
     async def clear(self) -> int:
@@ -135,6 +140,11 @@ class ResponseCache:
         self._writes.put_nowait(("DELETE FROM entries", ()))
         await self.flush()
         return removed
+
+    def shared_hit(self) -> None:
+        """A lookup that missed was answered by an identical request in flight: count it as a hit."""
+        self.misses -= 1
+        self.hits += 1
 
     async def flush(self) -> None:
         await self._writes.join()
@@ -204,7 +214,9 @@ class ResponseCache:
             except sqlite3.Error as exc:
                 log.warning("cache write failed: %s", exc)
             finally:
-                for _ in batch:
+                for sql, params in batch:
+                    if sql == _INSERT and self._pending.get(params[0]) == (params[1], params[2]):
+                        del self._pending[params[0]]
                     self._writes.task_done()
 
     async def _purge_forever(self) -> None:

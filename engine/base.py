@@ -51,6 +51,7 @@ class Capabilities:
     supports_priority: bool
     block_size: int = 1
     supports_reasoning_effort: bool = False
+    max_num_seqs: int = 0  # sequences the engine runs at once; 0: no fixed limit
 
 
 @dataclass(slots=True)

@@ -84,6 +84,7 @@ class SimEngine:
             max_model_len=self.config.max_model_len,
             token_budget=self.config.kv_tokens,
             supports_priority=True,
+            max_num_seqs=self.config.max_num_seqs,
         )
 
     async def start(self) -> None:

@@ -50,6 +50,7 @@ class VllmEngine:
             supports_priority=self.config.scheduling_policy == "priority",
             block_size=self._block_size,
             supports_reasoning_effort=self._reasoning,
+            max_num_seqs=self.config.max_num_seqs,
         )
 
     async def start(self) -> None:

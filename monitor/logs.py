@@ -4,11 +4,56 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import re
 from pathlib import Path
+from typing import Iterable
 
 from settings.schema import LoggingConfig
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_PATTERNS = (re.compile(r"((?:token|api_key|key)=)[^&\s\"']+", re.I), re.compile(r"(Bearer\s+)\S+", re.I))
+
+
+class SecretFilter(logging.Filter):
+    """Masks API keys and tokens in every record: query strings, bearer headers, configured keys."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = self.mask(message)
+        if masked == message:
+            return True
+        if record.args and isinstance(record.args, tuple):
+            # Keep the arguments when masking them one by one is enough: formatters such as
+            # uvicorn's access log unpack record.args.
+            args = tuple(self.mask(a) if isinstance(a, str) else a for a in record.args)
+            try:
+                if str(record.msg) % args == masked:
+                    record.args = args
+                    return True
+            except (TypeError, ValueError):
+                pass
+        record.msg, record.args = masked, None
+        return True
+
+    def mask(self, text: str) -> str:
+        for pattern in _PATTERNS:
+            text = pattern.sub(r"\1***", text)
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def install_secret_filter(secrets: Iterable[str]) -> None:
+    """On our handlers and on uvicorn's loggers (its access log carries query strings)."""
+    secret_filter = SecretFilter(secrets)
+    for handler in logging.getLogger("gpt_oss_webui").handlers:
+        handler.addFilter(secret_filter)
+    for name in ("uvicorn.access", "uvicorn.error"):
+        logging.getLogger(name).addFilter(secret_filter)
 
 
 def configure_logging(config: LoggingConfig) -> None:

@@ -15,6 +15,7 @@ from typing import Callable
 from engine.base import EngineBackend, EngineError
 from scheduler.admission import AdmissionController
 from scheduler.estimate import DrainEstimator
+from scheduler.events import Listener, QueueEvent
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
 from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
@@ -43,6 +44,7 @@ class Scheduler:
         self._finished: OrderedDict[str, dict] = OrderedDict()
         self._recent_waits: deque[tuple[float, float]] = deque(maxlen=200)
         self._timer: asyncio.Task | None = None
+        self.listeners: list[Listener] = []
 
     async def start(self) -> None:
         caps = self.engine.capabilities
@@ -66,11 +68,16 @@ class Scheduler:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def submit(self, request: Request) -> Ticket:
-        self._check_submittable(request)
-        request.score = self.pressure.weight(request.priority, request.score)
-        request.arrival = self.clock()
-        if len(self.queue) >= self.config.max_queue_size:
-            self._make_room(request)
+        try:
+            self._check_submittable(request)
+            request.score = self.pressure.weight(request.priority, request.score)
+            request.arrival = self.clock()
+            if len(self.queue) >= self.config.max_queue_size:
+                self._make_room(request)
+        except SchedulerError as exc:
+            if exc.kind != "duplicate_id":
+                self._emit(QueueEvent("rejected", request.priority, exc.kind))
+            raise
         ticket = Ticket(request)
         self._tickets[request.request_id] = ticket
         self.queue.push(request)
@@ -132,6 +139,7 @@ class Scheduler:
         self._recent_waits.append((now, wait))
         ticket = self._tickets[request.request_id]
         ticket.events.put_nowait(Dispatched(wait))
+        self._emit(QueueEvent("admitted", request.priority, wait_s=wait))
         log.debug("dispatch id=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
                   request.priority.value, self.queue.effective_score(request, now), wait, self.admission.running)
         self._tasks[request.request_id] = asyncio.create_task(self._run(ticket), name=f"run-{request.request_id}")
@@ -139,9 +147,14 @@ class Scheduler:
     async def _run(self, ticket: Ticket) -> None:
         request = ticket.request
         outcome = "finish"
+        first = True
         try:
             async for delta in self.engine.generate(request.request_id, request.prompt, request.params):
                 ticket.events.put_nowait(delta)
+                if first:
+                    first = False
+                    self._emit(QueueEvent("first_token", request.priority,
+                                          elapsed_s=self.clock() - request.arrival))
         except asyncio.CancelledError:
             outcome = "shutdown" if self.closed else "disconnect"
             await self.engine.abort(request.request_id)
@@ -167,6 +180,21 @@ class Scheduler:
             ticket.events.put_nowait(error)
         self._finish(request, outcome)
 
+    def _emit(self, event: QueueEvent) -> None:
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("queue event listener failed")
+
+    def set_admission_paused(self, paused: bool) -> None:
+        """Stop or resume admissions (the memory guard); the queue keeps filling, nothing is dropped."""
+        self.admission.paused = paused
+        self._dispatch()
+
+    def recent_wait_s(self) -> float:
+        return self._pressure_wait_s()
+
     def _finish(self, request: Request, outcome: str) -> None:
         now = self.clock()
         self._tickets.pop(request.request_id, None)
@@ -176,9 +204,10 @@ class Scheduler:
                                                "outcome": outcome}
         while len(self._finished) > _FINISHED_KEPT:
             self._finished.popitem(last=False)
-        level = logging.DEBUG if outcome == "finish" else logging.INFO
-        log.log(level, "%s id=%s class=%s score=%.2f wait=%.3fs", outcome, request.request_id,
-                request.priority.value, request.score, waited)
+        log.info("%s id=%s class=%s score=%.2f wait=%.3fs total=%.3fs", outcome, request.request_id,
+                 request.priority.value, request.score, waited, now - request.arrival)
+        self._emit(QueueEvent("finished", request.priority, outcome, wait_s=waited, elapsed_s=now - request.arrival,
+                              was_running=request.dispatched_at is not None))
 
     async def _tick_forever(self) -> None:
         next_sample = self.clock() + self.config.pressure.interval_s
@@ -236,3 +265,16 @@ class Scheduler:
     def avg_wait_s(self) -> float:
         waits = [w for _, w in self._recent_waits]
         return sum(waits) / len(waits) if waits else 0.0
+
+    def update_limits(self, max_concurrency: int | None = None, max_queue_size: int | None = None,
+                      low_max_wait_s: float | None = None) -> None:
+        """Live changes from operators; nothing queued is dropped when a limit shrinks."""
+        if max_concurrency is not None:
+            self.config.max_concurrency = self.admission.max_concurrency = max_concurrency
+        if max_queue_size is not None:
+            self.config.max_queue_size = max_queue_size
+        if low_max_wait_s is not None:
+            self.config.max_wait_s.low = low_max_wait_s
+        log.warning("limits changed: max_concurrency=%d max_queue_size=%d low_max_wait_s=%g",
+                    self.config.max_concurrency, self.config.max_queue_size, self.config.max_wait_s.low)
+        self._dispatch()

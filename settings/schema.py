@@ -34,6 +34,7 @@ class ServerConfig:
     default_max_tokens: int = bounded(1024, 1)
     api_keys: list[str] = field(default_factory=list)
     admin_keys: list[str] = field(default_factory=list)
+    ui: bool = True
 
 
 @dataclass(slots=True)
@@ -118,6 +119,28 @@ class CacheConfig:
 
 
 @dataclass(slots=True)
+class MonitorConfig:
+    """GPU memory sampling (pynvml) and the guard that pauses admissions near the limit."""
+
+    gpu: bool = True
+    interval_s: float = bounded(2.0, 0.05)
+    vram_high_pct: float = bounded(90.0, 1.0, 100.0)
+    vram_resume_pct: float = bounded(80.0, 0.0, 100.0)
+
+
+@dataclass(slots=True)
+class AlertsConfig:
+    """Posts to a webhook when the average queue wait stays high, and when it recovers."""
+
+    webhook_url: str = ""
+    format: Literal["generic", "slack", "wecom"] = "generic"
+    wait_s: float = bounded(5.0, 0.0)
+    for_s: float = bounded(60.0, 0.0)
+    cooldown_s: float = bounded(600.0, 0.0)
+    check_interval_s: float = bounded(5.0, 0.05)
+
+
+@dataclass(slots=True)
 class LoggingConfig:
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     file: str = "logs/gpt-oss-webui.log"
@@ -131,4 +154,6 @@ class Config:
     engine: EngineConfig = field(default_factory=EngineConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    alerts: AlertsConfig = field(default_factory=AlertsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)

@@ -21,9 +21,9 @@ from app import build_app
 from settings import load_config
 
 FAST_SIM = ["engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
-            "engine.sim.natural_stop=false", "logging.file=", "cache.enabled=false"]
+            "engine.sim.natural_stop=false", "logging.file=", "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
 VLLM = ["engine.backend=vllm", "engine.vllm.max_num_seqs=1", "scheduler.max_concurrency=8", "logging.file=",
-        "cache.enabled=false"]
+        "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
 
 
 @dataclass
@@ -62,10 +62,14 @@ class LiveServer:
 
 @contextlib.contextmanager
 def live_server(*overrides: str, wait_ready: bool = True, base: list[str] = FAST_SIM,
-                startup_timeout: float = 15) -> Iterator[LiveServer]:
+                startup_timeout: float = 15, prepare: Callable[[Services], None] | None = None
+                ) -> Iterator[LiveServer]:
+    """`prepare` may replace parts of the services (a fake GPU reader, say) before the server starts."""
     config = load_config(None, overrides=[*base, *overrides])
     failures: list[BaseException] = []
     app, services = build_app(config, failures.append)
+    if prepare is not None:
+        prepare(services)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -1,0 +1,583 @@
+"""Engine benchmark: our server (API + priority scheduler + AsyncLLM) against vLLM's own OpenAI server.
+
+    .venv/bin/python bench/engine.py            # about 7-8 minutes on 2 cores
+    .venv/bin/python bench/engine.py --quick    # about 3 minutes, a smoke run
+    .venv/bin/python bench/engine.py --rounds N # N alternating rounds per cell instead of 3 / 6
+
+Two servers on the same model (the bundled SmolLM2-135M-Instruct) with the same engine settings
+(max_model_len 2048, enforce eager, prefix caching, 256 MiB KV cache, priority scheduling,
+max_num_seqs 32), each in its own process group on a loopback port:
+  * ours: `python app.py --set scheduler.max_concurrency=32` (default engine: vllm, bundled model);
+  * vllm: `python -m vllm.entrypoints.openai.api_server ...` with the same engine arguments.
+
+Load: streaming chat completions (SSE, stream_options.include_usage) from an async httpx client, one
+client and connection per worker, closed loop at concurrency 1, 4 and 8. Fixed ~50-word prompts,
+max_tokens=128, temperature 0.8, top_p 1 and a fixed seed per request: both servers get the very same
+request sequence, and with the same engine and seed they generate the same tokens. `ignore_eos` is not
+sent: vLLM would honour it and ours would not (it ignores unknown fields), so generated tokens are
+counted from each response's usage instead.
+
+Measured per cell (server x concurrency x round):
+  * aggregate output tokens/s = usage.completion_tokens summed / wall time of the cell;
+  * TTFT = request sent -> first SSE chunk with non-empty delta.content (the role chunk is ignored);
+  * single-stream decode tokens/s (concurrency 1) = (completion_tokens - 1) / (last content chunk -
+    first content chunk), median over requests;
+  * CPU time (from /proc) of each server's front-end process and of its engine processes
+    (EngineCore + worker), of this client, and of everything else on the machine.
+
+Fairness on a 2-core machine: both servers are started once and stay up (each needs ~2.5 GB; both fit),
+but only one is ever loaded. The cells alternate between them (ours, vllm, then vllm, ours, ...) and
+repeat in rounds, so drift and background noise hit both alike, and no time is spent on restarts that
+would otherwise leave fewer rounds. An idle server is not free (vLLM's workers poll briefly, stats
+timers tick), so the idle server's CPU during the other's cells is measured and printed: it is the
+same small tax for both. Running them one at a time with restarts (A, B, A, B) was the alternative;
+it costs ~30 s per start and gives fewer, coarser alternations for the same run time.
+
+A benchmark, not a test: it prints tables and a PASS/MISS summary, and exits 0 unless something failed
+to run (1), or 130 on Ctrl-C. Servers are always stopped (SIGINT, then SIGKILL to the process group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+# Run as `python bench/engine.py`, Python puts bench/ first on sys.path, where this very file would
+# shadow the `engine` package: drop it and put the repository root first (bench.scheduler does too).
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
+sys.path.insert(0, str(ROOT))
+
+from bench.scheduler import Stats, free_port, note, process_cpu_s, table  # noqa: E402
+
+MODEL_DIR = "models/smollm2-135m-instruct"
+MODEL_NAME = "smollm2-135m-instruct"
+CONCURRENCIES = (1, 4, 8)
+MAX_TOKENS = 128
+TEMPERATURE = 0.8
+THROUGHPUT_RATIO_TARGET = 0.95
+ADDED_TTFT_TARGET_MS = 10.0
+START_TIMEOUT_S = 240.0
+STOP_TIMEOUT_S = 15.0
+MIN_AVAILABLE_GIB = 7.0  # two servers at ~2.5 GB each, plus room
+
+OURS_SETTINGS = ["logging.file=", "logging.level=WARNING", "scheduler.max_concurrency=32"]
+VLLM_ARGS = ["--model", MODEL_DIR, "--served-model-name", MODEL_NAME, "--host", "127.0.0.1",
+             "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", "268435456",
+             "--enable-prefix-caching", "--scheduling-policy", "priority", "--max-num-seqs", "32"]
+
+# About 50 words each; with SmolLM2's chat template (its default system prompt) ~90-100 tokens, under
+# one 128-token KV block on the CPU, so the prefix cache never skips a prompt's prefill.
+PROMPTS = [
+    "You are helping a small team plan a weekend hiking trip in the mountains. Describe, step by step, how "
+    "they should prepare: what to pack, how to check the weather, how to choose a safe trail, what to eat, "
+    "and how to stay in touch if someone gets lost. Be detailed and practical.",
+    "Explain to a new employee how the office coffee machine, the shared printer and the meeting room "
+    "booking system work. Cover the common mistakes people make, what to do when something breaks, and who "
+    "to ask for help. Write it as a friendly, detailed guide with several numbered steps.",
+    "Write a long story about a lighthouse keeper on a remote island who finds a message in a bottle. "
+    "Describe the island, the keeper's daily routine, the storm that brings the bottle, what the message "
+    "says, and what the keeper decides to do next. Use vivid details and some dialogue.",
+    "A student wants to learn to cook simple, healthy meals on a small budget. Give a detailed weekly plan "
+    "with breakfast, lunch and dinner ideas, a shopping list, tips for storing leftovers, and advice on "
+    "which kitchen tools are worth buying first. Explain your reasons for each choice.",
+    "Describe how a city could reduce traffic in its centre over the next five years. Discuss public "
+    "transport, cycling lanes, parking prices, delivery vans and working from home. For each idea, explain "
+    "the benefits, the costs, who might object, and how the city could win them over.",
+    "Teach a beginner how to care for houseplants. Explain light, watering, soil, pots, fertiliser and "
+    "pests, and describe five easy plants for a dark flat with their needs. Finish with a checklist the "
+    "beginner can follow every week to keep the plants healthy through the whole year.",
+    "Imagine you are a tour guide in an old European town. Give a detailed walking tour: where it starts, "
+    "the buildings and squares on the way, a short history of each, a good place for lunch, and advice for "
+    "visitors about tickets, opening hours, comfortable shoes and the best time of day.",
+    "Explain how to prepare for a job interview at a software company. Cover researching the company, "
+    "practising coding questions, talking about past projects, questions to ask the interviewers, what to "
+    "wear, and how to follow up afterwards. Give concrete examples for every step of the way.",
+]
+
+
+@dataclass
+class Plan:
+    rounds: int
+    per_worker: dict[int, int]  # requests each worker sends in one cell, by concurrency
+
+
+QUICK = Plan(rounds=3, per_worker={1: 2, 4: 2, 8: 2})
+FULL = Plan(rounds=6, per_worker={1: 4, 4: 3, 8: 3})
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+def _proc_children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    children, out, todo = _proc_children(), [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def system_busy_s() -> float:
+    """CPU seconds spent busy by all CPUs since boot (/proc/stat: everything but idle and iowait)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def available_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 2**20
+    return float("inf")
+
+
+class ServerProcess:
+    """A server in its own session and process group: a terminal's Ctrl-C reaches only this script,
+    which then stops the server (SIGINT, then SIGKILL to the whole group: EngineCore and worker)."""
+
+    def __init__(self, name: str, argv: list[str], port: int, health: str, env: dict[str, str] | None = None) -> None:
+        self.name, self.argv, self.port, self.health = name, argv, port, health
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen | None = None
+        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{name}-", suffix=".log", delete=False)
+        self.ready_after_s = 0.0
+        self.failed = False
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def check_ready(self) -> bool:
+        import httpx
+
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            self.failed = True
+            raise RuntimeError(f"{self.name} server exited with {self.proc.returncode} while starting; "
+                               f"log: {self.log.name}")
+        try:
+            ok = httpx.get(self.url + self.health, timeout=1).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        if ok:
+            self.ready_after_s = time.monotonic() - self._started
+        elif time.monotonic() - self._started > START_TIMEOUT_S:
+            self.failed = True
+            raise RuntimeError(f"{self.name} server not healthy after {START_TIMEOUT_S:g} s; log: {self.log.name}")
+        return ok
+
+    def cpu(self) -> tuple[float, float]:
+        """(front-end process, its descendants) CPU seconds so far."""
+        assert self.proc is not None
+        front = process_cpu_s(self.proc.pid) or 0.0
+        rest = sum(process_cpu_s(p) or 0.0 for p in descendants(self.proc.pid))
+        return front, rest
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the server leads its own group
+        try:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    note(f"{self.name} server did not stop within {STOP_TIMEOUT_S:g} s of SIGINT; killing it")
+            # EngineCore and the worker normally leave with the front-end; give them a moment, then kill.
+            deadline = time.monotonic() + 5
+            while _group_alive(pgid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+            pass
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+            self.log.close()
+            if not self.failed:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.log.name)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def make_servers() -> list[ServerProcess]:
+    py = str(ROOT / ".venv" / "bin" / "python")
+    if not Path(py).exists():
+        py = sys.executable
+    ours_port, vllm_port = free_port(), free_port()
+    ours_argv = [py, "app.py", "--port", str(ours_port)]
+    for s in OURS_SETTINGS:
+        ours_argv += ["--set", s]
+    vllm_argv = [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port", str(vllm_port)]
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return [ServerProcess("ours", ours_argv, ours_port, "/healthz", offline),
+            ServerProcess("vllm", vllm_argv, vllm_port, "/health", offline)]
+
+
+def start_all(servers: Sequence[ServerProcess]) -> None:
+    """Start together (start-up is not measured), wait until every one answers its health check."""
+    for s in servers:
+        s.start()
+    note("starting " + ", ".join(f"{s.name} on :{s.port}" for s in servers) + " (about 30-60 s) ...")
+    waiting = list(servers)
+    while waiting:
+        for s in list(waiting):
+            if s.check_ready():
+                note(f"  {s.name} ready after {s.ready_after_s:.1f}s")
+                waiting.remove(s)
+        time.sleep(0.25)
+
+
+# ----------------------------------------------------------------------------- load
+
+
+@dataclass
+class Sample:
+    ttft_s: float = float("nan")
+    decode_s: float = float("nan")  # first to last content chunk
+    tokens: int = 0
+    error: str = ""
+
+
+@dataclass
+class Cell:
+    server: str
+    concurrency: int
+    round: int
+    samples: list[Sample] = field(default_factory=list)
+    wall_s: float = 0.0
+    front_cpu_s: float = 0.0
+    engine_cpu_s: float = 0.0
+    idle_cpu_s: float = 0.0  # the other server, idle meanwhile
+    client_cpu_s: float = 0.0
+    foreign_cpu_s: float = 0.0  # everything else on the machine
+
+    @property
+    def ok(self) -> list[Sample]:
+        return [s for s in self.samples if not s.error]
+
+    @property
+    def tokens(self) -> int:
+        return sum(s.tokens for s in self.ok)
+
+    @property
+    def tok_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s else 0.0
+
+
+def request_body(index: int, round_index: int, max_tokens: int = MAX_TOKENS) -> dict:
+    return {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "content": PROMPTS[(index + round_index) % len(PROMPTS)]}],
+        "max_tokens": max_tokens,
+        "temperature": TEMPERATURE,
+        "top_p": 1.0,
+        "seed": 1000 * round_index + index,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+async def stream_one(client, body: dict) -> Sample:  # noqa: ANN001 - httpx imported lazily
+    import httpx
+
+    perf = time.perf_counter
+    sample = Sample()
+    first = last = None
+    usage_tokens: int | None = None
+    t0 = perf()
+    try:
+        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            if response.status_code != 200:
+                sample.error = f"{response.status_code} {(await response.aread())[:200]!r}"
+                return sample
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue  # blank separators and our queue-notice comments
+                data = line[6:]
+                if data == "[DONE]":
+                    break
+                obj = json.loads(data)
+                if "error" in obj:
+                    sample.error = f"stream error {json.dumps(obj['error'])[:200]}"
+                    return sample
+                if obj.get("usage"):
+                    usage_tokens = obj["usage"].get("completion_tokens")
+                for choice in obj.get("choices") or ():
+                    if (choice.get("delta") or {}).get("content"):
+                        last = perf()
+                        if first is None:
+                            first = last
+    except (httpx.HTTPError, ValueError) as exc:
+        sample.error = repr(exc)[:200]
+        return sample
+    if usage_tokens is None or first is None:
+        sample.error = "no usage chunk" if usage_tokens is None else "no content"
+        return sample
+    sample.ttft_s = first - t0
+    sample.tokens = usage_tokens
+    sample.decode_s = last - first
+    return sample
+
+
+async def run_cell(server: ServerProcess, other: ServerProcess, concurrency: int, per_worker: int,
+                   round_index: int, max_tokens: int = MAX_TOKENS) -> Cell:
+    import httpx
+
+    cell = Cell(server.name, concurrency, round_index)
+    # One client (one keep-alive connection) per worker, as in bench/scheduler.py.
+    clients = [httpx.AsyncClient(base_url=server.url, timeout=300, limits=httpx.Limits(max_connections=1))
+               for _ in range(concurrency)]
+
+    async def worker(w: int, client) -> list[Sample]:  # noqa: ANN001
+        return [await stream_one(client, request_body(w * per_worker + k, round_index, max_tokens))
+                for k in range(per_worker)]
+
+    async with contextlib.AsyncExitStack() as stack:
+        for client in clients:
+            await stack.enter_async_context(client)
+        front0, engine0 = server.cpu()
+        idle0 = sum(other.cpu())
+        client0, busy0 = own_cpu_s(), system_busy_s()
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(worker(w, c) for w, c in enumerate(clients)))
+        cell.wall_s = time.perf_counter() - t0
+        busy1, client1 = system_busy_s(), own_cpu_s()
+        front1, engine1 = server.cpu()
+        idle1 = sum(other.cpu())
+    cell.samples = [s for r in results for s in r]
+    cell.front_cpu_s, cell.engine_cpu_s = front1 - front0, engine1 - engine0
+    cell.idle_cpu_s, cell.client_cpu_s = idle1 - idle0, client1 - client0
+    cell.foreign_cpu_s = max(0.0, (busy1 - busy0) - cell.front_cpu_s - cell.engine_cpu_s - cell.idle_cpu_s
+                             - cell.client_cpu_s)
+    return cell
+
+
+async def measure(servers: Sequence[ServerProcess], plan: Plan) -> list[Cell]:
+    by_name = {s.name: s for s in servers}
+    ours, vllm = by_name["ours"], by_name["vllm"]
+    # Warm-up, not recorded: first requests after start-up pay for allocations and lazy paths.
+    note("warm-up (not recorded) ...")
+    for server, other in ((ours, vllm), (vllm, ours)):
+        for c in (8, 1):
+            cell = await run_cell(server, other, c, 1, round_index=99, max_tokens=32)
+            if len(cell.ok) != c:
+                raise RuntimeError(f"{server.name} warm-up failed: {next(s.error for s in cell.samples if s.error)}")
+    cells: list[Cell] = []
+    started = time.monotonic()
+    total = plan.rounds * len(CONCURRENCIES) * 2
+    for r in range(plan.rounds):
+        for ci, c in enumerate(CONCURRENCIES):
+            # Alternate who goes first, so neither always follows the other's load.
+            order = (ours, vllm) if (r + ci) % 2 == 0 else (vllm, ours)
+            for server in order:
+                other = vllm if server is ours else ours
+                cell = await run_cell(server, other, c, plan.per_worker[c], r)
+                cells.append(cell)
+                ttft = Stats.of([s.ttft_s * 1000 for s in cell.ok])
+                errors = len(cell.samples) - len(cell.ok)
+                note(f"  [{len(cells):2d}/{total}] round {r + 1}/{plan.rounds} c={c} {server.name:<4}  "
+                     f"{len(cell.ok):3d} req {cell.tokens:5d} tok {cell.tok_per_s:6.1f} tok/s  "
+                     f"ttft p50 {ttft.p50:6.1f} ms  {cell.wall_s:5.1f}s"
+                     + (f"  ERRORS {errors}" if errors else "")
+                     + (f"  (elapsed {time.monotonic() - started:.0f}s)" if len(cells) % 6 == 0 else ""))
+    return cells
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.1f}" if value == value else "-"
+
+
+def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], started: float,
+           load_before: float) -> None:
+    def pick(name: str, c: int) -> list[Cell]:
+        return [x for x in cells if x.server == name and x.concurrency == c]
+
+    rows, summary, cpu_rows = [], [], []
+    token_means: list[str] = []
+    for c in CONCURRENCIES:
+        agg: dict[str, dict] = {}
+        for name in ("ours", "vllm"):
+            group = pick(name, c)
+            ok = [s for x in group for s in x.ok]
+            wall = sum(x.wall_s for x in group)
+            tokens = sum(x.tokens for x in group)
+            agg[name] = {
+                "n": len(ok), "errors": sum(len(x.samples) - len(x.ok) for x in group),
+                "tps": tokens / wall if wall else 0.0,
+                "ttft": Stats.of([s.ttft_s for s in ok]),
+                "tok_req": tokens / len(ok) if ok else 0.0,
+                "decode": statistics.median([(s.tokens - 1) / s.decode_s for s in ok if s.decode_s > 0 and s.tokens > 1]
+                                            or [float("nan")]),
+                "per_round": {x.round: x.tok_per_s for x in group},
+                "front_ms_tok": 1000 * sum(x.front_cpu_s for x in group) / tokens if tokens else float("nan"),
+                "engine_ms_tok": 1000 * sum(x.engine_cpu_s for x in group) / tokens if tokens else float("nan"),
+                "client_ms_tok": 1000 * sum(x.client_cpu_s for x in group) / tokens if tokens else float("nan"),
+                "idle_pct": 100 * sum(x.idle_cpu_s for x in group) / wall if wall else float("nan"),
+                "foreign_pct": 100 * sum(x.foreign_cpu_s for x in group) / wall if wall else float("nan"),
+            }
+        o, v = agg["ours"], agg["vllm"]
+        ratio = o["tps"] / v["tps"] if v["tps"] else float("nan")
+        round_ratios = [o["per_round"][r] / v["per_round"][r] for r in o["per_round"]
+                        if v["per_round"].get(r)]
+        added = (o["ttft"].p50 - v["ttft"].p50) * 1000
+        rows.append([
+            c, f"{o['n']}/{v['n']}", f"{o['tps']:.1f}", f"{v['tps']:.1f}", f"{ratio:.3f}",
+            f"{min(round_ratios):.2f}-{max(round_ratios):.2f}" if round_ratios else "-",
+            ms(o["ttft"].p50), ms(v["ttft"].p50), f"{added:+.1f}", ms(o["ttft"].p99), ms(v["ttft"].p99),
+        ])
+        token_means.append(f"c={c} {o['tok_req']:.1f}/{v['tok_req']:.1f}")
+        cpu_rows.append([c, f"{o['front_ms_tok']:.2f}", f"{v['front_ms_tok']:.2f}",
+                         f"{o['front_ms_tok'] - v['front_ms_tok']:+.2f}", f"{o['engine_ms_tok']:.2f}",
+                         f"{v['engine_ms_tok']:.2f}", f"{o['client_ms_tok']:.2f}/{v['client_ms_tok']:.2f}",
+                         f"{v['idle_pct']:.1f}/{o['idle_pct']:.1f}",
+                         f"{o['foreign_pct']:.1f}/{v['foreign_pct']:.1f}"])
+        if c == 1:
+            decode_ratio = o["decode"] / v["decode"] if v["decode"] else float("nan")
+            rows.append(["1 (decode/stream)", "", f"{o['decode']:.1f}", f"{v['decode']:.1f}", f"{decode_ratio:.3f}",
+                         "", "", "", "", "", ""])
+            summary.append(["single-stream decode tok/s ratio", "(info)", f"{decode_ratio:.3f}", "-"])
+        summary.append([f"throughput ours/vllm @ c={c}", f">= {THROUGHPUT_RATIO_TARGET:g}", f"{ratio:.3f}",
+                        "PASS" if ratio >= THROUGHPUT_RATIO_TARGET else "MISS"])
+        summary.append([f"added TTFT p50 @ c={c}", f"< {ADDED_TTFT_TARGET_MS:g} ms", f"{added:+.1f} ms",
+                        "PASS" if added < ADDED_TTFT_TARGET_MS else "MISS"])
+        if o["errors"] or v["errors"]:
+            summary.append([f"failed requests @ c={c}", "0", f"{o['errors']}/{v['errors']}", "MISS"])
+
+    errors = [f"{x.server} c={x.concurrency} round {x.round + 1}: {s.error}" for x in cells for s in x.samples
+              if s.error][:3]
+    n_per = {c: plan.per_worker[c] * c * plan.rounds for c in CONCURRENCIES}
+    print()
+    print(table(
+        f"Streaming chat completions, {MODEL_NAME}, max_tokens={MAX_TOKENS}, temperature {TEMPERATURE:g}, "
+        "fixed seeds (ours vs vLLM's own OpenAI server)",
+        ["conc", "req o/v", "tok/s ours", "tok/s vllm", "ratio", "per round", "TTFT p50 ours", "TTFT p50 vllm",
+         "added p50 ms", "TTFT p99 ours", "TTFT p99 vllm"], rows,
+        ["tok/s: aggregate output tokens/s (usage.completion_tokens / cell wall time, pooled over rounds); "
+         "'decode/stream' row: single-stream decode tok/s at c=1, median over requests",
+         "ratio = ours / vllm; 'per round' = lowest-highest ratio of the alternating rounds (noise); TTFT in ms "
+         "to the first non-empty content chunk",
+         f"{plan.rounds} rounds; requests per server: " + ", ".join(f"c={c} {n}" for c, n in n_per.items())
+         + " (TTFT p99 over so few samples is close to the max)",
+         "mean generated tokens per request ours/vllm: " + ", ".join(token_means),
+         *(f"error: {e}" for e in errors)],
+    ))
+    print()
+    print(table(
+        "CPU time per output token (ms, from /proc), same cells",
+        ["conc", "front ours", "front vllm", "front diff", "engine ours", "engine vllm", "client o/v",
+         "idle other % o/v", "foreign % o/v"], cpu_rows,
+        ["front: the server's API process (HTTP, SSE, tokenizer, AsyncLLM output processing/detokenising; "
+         "ours also the scheduler); engine: its EngineCore + worker processes",
+         "client: this script; idle other %: the idle server's CPU (% of one core) while ours / vllm ran; "
+         f"foreign %: the rest of the machine; {os.cpu_count()} CPUs, vLLM pins its worker to one",
+         "vLLM's server also writes one uvicorn access-log line per request (ours runs at WARNING)"],
+    ))
+    print()
+    load_after = os.getloadavg()[0]
+    print(table("Summary", ["target", "goal", "measured", "result"], summary,
+                [f"total run time {time.monotonic() - started:.0f}s (servers ready after "
+                 + ", ".join(f"{s.name} {s.ready_after_s:.0f}s" for s in servers)
+                 + f"); load average before/after {load_before:.2f}/{load_after:.2f}"]))
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/engine.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="fewer requests: about 3 minutes including start-up")
+    p.add_argument("--rounds", type=int, help="alternating rounds per cell (default 3 with --quick, else 6)")
+    return p.parse_args(argv)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    base = QUICK if args.quick else FULL
+    plan = Plan(rounds=args.rounds or base.rounds, per_worker=base.per_worker)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the servers too, like Ctrl-C
+    started = time.monotonic()
+    import httpx
+    import vllm
+
+    load_before = os.getloadavg()[0]
+    print(f"bench/engine.py  mode={'quick' if args.quick else 'full'}  python {platform.python_version()}  "
+          f"vllm {vllm.__version__}  httpx {httpx.__version__}  cpus={os.cpu_count()}  {platform.machine()}",
+          flush=True)
+    if available_gib() < MIN_AVAILABLE_GIB:
+        print(f"error: {available_gib():.1f} GiB of memory available; both servers need about "
+              f"{MIN_AVAILABLE_GIB:g} GiB", file=sys.stderr)
+        return 1
+    if load_before > 0.5:
+        note(f"warning: load average is {load_before:.2f} before starting; other work will distort the numbers")
+    servers = make_servers()
+    try:
+        start_all(servers)
+        cells = asyncio.run(measure(servers, plan))
+    except KeyboardInterrupt:
+        note("interrupted; stopping servers ...")
+        return 130
+    except RuntimeError as exc:
+        note(f"error: {exc}")
+        return 1
+    finally:
+        for s in servers:
+            s.stop()
+    report(cells, plan, servers, started, load_before)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

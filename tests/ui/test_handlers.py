@@ -1,0 +1,171 @@
+"""The page's logic without a browser: chat events, batch, operator settings, monitor figures."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+
+import pytest
+
+from app import build_app
+from settings import load_config
+from scheduler.request import PriorityClass
+from tests.conftest import FAST_SIM
+from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
+from ui.chat import ChatSettings, run_chat
+from ui.i18n import message
+from ui.monitor import MonitorHistory, process_memory_bytes, snapshot
+from ui.operator import SettingsError, apply_limits, apply_preset
+
+
+async def services_with(*overrides: str):
+    config = load_config(None, overrides=[*FAST_SIM, *overrides])
+    _, services = build_app(config)
+    await services.engine.start()
+    await services.scheduler.start()
+    if services.cache is not None:
+        await services.cache.open()
+    return services
+
+
+async def close(services) -> None:
+    await services.scheduler.shutdown()
+    await services.engine.stop()
+    if services.cache is not None:
+        await services.cache.close()
+
+
+async def events(services, text: str = "hi", **settings) -> list:
+    return [e async for e in run_chat(services, [{"role": "user", "content": text}], ChatSettings(**settings))]
+
+
+async def test_answer_streams_text_then_done():
+    services = await services_with()
+    out = await events(services, max_tokens=6, temperature=0)
+    kinds = [e.kind for e in out]
+    assert kinds[0] == "started" and kinds[-1] == "done" and "text" in kinds
+    assert len(out[-1].text.split()) == 6
+    assert out[-1].info["priority"] == "medium" and out[-1].info["tokens"] == 6 and not out[-1].info["cached"]
+    texts = [e.text for e in out if e.kind == "text"]
+    assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))  # the whole answer so far, growing
+    await close(services)
+
+
+async def test_waiting_answers_report_their_queue_position():
+    services = await services_with("scheduler.max_concurrency=1", "engine.sim.token_latency_ms=10")
+    blocker = asyncio.create_task(events(services, max_tokens=250))
+    await asyncio.sleep(0.05)
+    out = await events(services, max_tokens=3, priority="low")
+    queued = [e for e in out if e.kind == "queued"]
+    assert queued and queued[0].position == 1 and queued[0].queue_length == 1
+    assert out[-1].kind == "done" and out[-1].info["queue_wait_s"] > 0.5
+    await blocker
+    await close(services)
+
+
+async def test_full_queue_is_a_rejection_with_retry_time():
+    services = await services_with("scheduler.max_concurrency=1", "scheduler.max_queue_size=1",
+                                   "engine.sim.token_latency_ms=10")
+    blocker = asyncio.create_task(events(services, max_tokens=100))
+    waiter = asyncio.create_task(events(services, max_tokens=3))
+    await asyncio.sleep(0.05)
+    out = await events(services, max_tokens=3)
+    assert out[-1].kind == "rejected" and out[-1].retry_after_s >= 1
+    await asyncio.gather(blocker, waiter)
+    await close(services)
+
+
+async def test_bad_settings_and_timeouts_are_readable_errors():
+    services = await services_with("engine.sim.token_latency_ms=20")
+    bad = await events(services, temperature=5.0)
+    assert bad[-1].kind == "error" and "temperature" in bad[-1].message
+    slow = await events(services, max_tokens=500, timeout_s=0.3)
+    assert slow[-1].kind == "error" and "0.3 s" in slow[-1].message
+    await asyncio.sleep(0.05)
+    assert services.scheduler.admission.running == 0 and services.engine.stats().running == 0
+    await close(services)
+
+
+async def test_cancelling_the_answer_aborts_it_in_the_engine():
+    services = await services_with("engine.sim.token_latency_ms=20")
+    stream = run_chat(services, [{"role": "user", "content": "hi"}], ChatSettings(max_tokens=500))
+    async for event in stream:
+        if event.kind == "text":
+            break
+    await stream.aclose()  # what the page's stop button does to the handler
+    await asyncio.sleep(0.05)
+    assert services.scheduler.admission.running == 0 and services.engine.stats().running == 0
+    await close(services)
+
+
+async def test_repeated_deterministic_answers_come_from_the_cache(tmp_path):
+    services = await services_with("cache.enabled=true", f"cache.path={tmp_path / 'c.sqlite3'}")
+    first = await events(services, max_tokens=5, temperature=0)
+    second = await events(services, max_tokens=5, temperature=0)
+    assert [e.kind for e in second] == ["done"] and second[0].info["cached"] is True
+    assert second[0].text == first[-1].text
+    await close(services)
+
+
+async def test_batch_answers_in_input_order_with_progress(tmp_path):
+    services = await services_with("engine.sim.token_latency_ms=2")
+    prompts = [f"prompt number {i}" for i in range(5)]
+    seen = []
+    results = await run_batch(services, prompts, ChatSettings(max_tokens=4, temperature=0), 3,
+                              lambda done, total: seen.append((done, total)))
+    assert [r.prompt for r in results] == prompts and all(r.status == "ok" and r.answer for r in results)
+    assert seen[-1] == (5, 5) and len(seen) == 5
+    rows = [json.loads(line) for line in write_results(results, "jsonl", tmp_path).read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1, 2, 3, 4]
+    with write_results(results, "csv", tmp_path).open() as handle:
+        assert [r["prompt"] for r in csv.DictReader(handle)] == prompts
+    await close(services)
+
+
+def test_batch_inputs(tmp_path):
+    assert parse_prompts("a\n\n b \n") == ["a", "b"]
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "x"}\n"y"\n')
+    assert parse_prompts("", str(jsonl)) == ["x", "y"]
+    jsonl.write_text('{"prompt": "x"}\nnot json\n')
+    with pytest.raises(BatchInputError, match="line 2"):
+        parse_prompts("", str(jsonl))
+    with pytest.raises(BatchInputError, match="no prompts"):
+        parse_prompts("   ")
+    with pytest.raises(BatchInputError, match=".txt or .jsonl"):
+        parse_prompts("", str(tmp_path / "p.pdf"))
+
+
+async def test_operator_limits_are_validated_and_live():
+    services = await services_with("server.admin_keys=[adm]", "engine.sim.max_num_seqs=16")
+    with pytest.raises(SettingsError, match="admin key"):
+        apply_limits(services, 4, 10, 30)
+    with pytest.raises(SettingsError, match="between 1 and 16"):
+        apply_limits(services, 17, 10, 30, "adm")
+    assert apply_limits(services, 3, 10, 30, "adm").startswith("applied")
+    assert services.scheduler.admission.max_concurrency == 3 and services.scheduler.config.max_queue_size == 10
+    assert services.scheduler.max_wait_s(PriorityClass.LOW) == 30
+    assert apply_preset(services, "team", "config.yaml", "adm") == (16, 256, 60.0)
+    with pytest.raises(SettingsError, match="not defined"):
+        apply_preset(services, "huge", "config.yaml", "adm")
+    await close(services)
+
+
+async def test_monitor_figures_without_a_gpu():
+    services = await services_with()
+    history = MonitorHistory(min_interval_s=0)
+    history.sample(services, now=1.0)
+    await events(services, max_tokens=5)
+    history.sample(services, now=2.0)
+    view = snapshot(services, history)
+    assert view["gpus"] == [] and view["process_memory_gb"] > 0 and view["kv_usage_pct"] == 0
+    assert view["waiting"] == {"high": 0, "medium": 0, "low": 0} and history.samples[-1].tokens_per_s == 5.0
+    assert [r["seconds"] for r in history.rows("waiting")] == [-1.0, 0.0]
+    assert process_memory_bytes() > 10 * 2**20
+    await close(services)
+
+
+def test_messages_in_both_languages():
+    assert message("en", "queued", position=3, length=7, eta="12 s") == "Queued: position 3 of 7, about 12 s"
+    assert "第 3 位" in message("zh-CN", "queued", position=3, length=7, eta="12 秒")

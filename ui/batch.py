@@ -1,0 +1,105 @@
+"""Batch jobs from the page: prompts in, answers out in input order, as JSONL or CSV. No Gradio."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from api.services import Services
+from ui.chat import ChatSettings, run_chat
+
+MAX_PROMPTS = 1000
+
+
+class BatchInputError(ValueError):
+    pass
+
+
+@dataclass(slots=True)
+class BatchResult:
+    index: int
+    prompt: str
+    answer: str
+    status: str
+    tokens: int
+    queue_wait_s: float
+
+
+def parse_prompts(text: str | None, file_path: str | None = None) -> list[str]:
+    """One prompt per line of pasted text or a .txt file; .jsonl lines hold {"prompt": ...}."""
+    prompts = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if file_path:
+        path = Path(file_path)
+        if path.suffix.lower() not in (".txt", ".jsonl"):
+            raise BatchInputError(f"{path.name}: upload a .txt or .jsonl file")
+        content = path.read_text(encoding="utf-8", errors="replace")
+        prompts += _jsonl_prompts(content) if path.suffix.lower() == ".jsonl" else \
+            [line.strip() for line in content.splitlines() if line.strip()]
+    if not prompts:
+        raise BatchInputError("no prompts: paste one per line or upload a file")
+    if len(prompts) > MAX_PROMPTS:
+        raise BatchInputError(f"{len(prompts)} prompts; at most {MAX_PROMPTS} per batch")
+    return prompts
+
+
+def _jsonl_prompts(content: str) -> list[str]:
+    out = []
+    for number, line in enumerate(content.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            raise BatchInputError(f"line {number} is not valid JSON") from None
+        prompt = item.get("prompt") if isinstance(item, dict) else item if isinstance(item, str) else None
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise BatchInputError(f'line {number}: expected {{"prompt": "..."}} or a JSON string')
+        out.append(prompt.strip())
+    return out
+
+
+async def run_batch(services: Services, prompts: list[str], settings: ChatSettings, concurrency: int,
+                    progress: Callable[[int, int], None] = lambda done, total: None) -> list[BatchResult]:
+    gate = asyncio.Semaphore(max(1, concurrency))
+    results: list[BatchResult | None] = [None] * len(prompts)
+    done = 0
+
+    async def one(index: int, prompt: str) -> None:
+        nonlocal done
+        async with gate:
+            results[index] = await _answer(services, index, prompt, settings)
+        done += 1
+        progress(done, len(prompts))
+
+    await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+    return [r for r in results if r is not None]
+
+
+async def _answer(services: Services, index: int, prompt: str, settings: ChatSettings) -> BatchResult:
+    last = None
+    async for event in run_chat(services, [{"role": "user", "content": prompt}], settings):
+        last = event
+    if last is None or last.kind != "done":
+        message = last.message if last is not None else "no answer"
+        return BatchResult(index, prompt, "", f"error: {message}", 0, 0.0)
+    info = last.info
+    return BatchResult(index, prompt, last.text, "cached" if info.get("cached") else "ok",
+                       int(info.get("tokens", 0)), float(info.get("queue_wait_s", 0.0)))
+
+
+def write_results(results: list[BatchResult], fmt: str, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"batch-results.{fmt}"
+    rows = [asdict(r) for r in results]
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    else:
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(BatchResult.__dataclass_fields__))
+            writer.writeheader()
+            writer.writerows(rows)
+    return path

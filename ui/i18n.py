@@ -1,0 +1,61 @@
+"""Labels in English and Simplified Chinese. Static labels follow the browser's language (Gradio's
+I18n, also switchable in Gradio's settings); messages built while answering follow the page's
+language switch."""
+
+from __future__ import annotations
+
+EN = {
+    "title": "GPT-OSS WebUI", "chat": "Chat", "monitor": "Monitor", "batch": "Batch",
+    "system_prompt": "System prompt", "message": "Message", "message_hint": "Ask anything (Enter to send)",
+    "send": "Send", "stop": "Stop", "retry": "Retry", "clear": "Clear", "advanced": "Advanced settings",
+    "priority": "Priority", "max_tokens": "Max tokens", "temperature": "Temperature", "top_p": "Top p",
+    "reasoning": "Reasoning level", "timeout": "Timeout (s)", "server_wide": "Server-wide (operators)",
+    "admin_key": "Admin key", "max_concurrency": "Maximum concurrency", "queue_size": "Queue size",
+    "low_wait": "Low-priority maximum wait (s)", "preset": "Preset", "apply": "Apply limits",
+    "apply_preset": "Apply preset", "language": "Language", "prompts": "Prompts, one per line",
+    "upload": "Or upload a .txt / .jsonl file", "concurrency": "Concurrency", "run_batch": "Run batch",
+    "results": "Results", "download_jsonl": "Download JSONL", "download_csv": "Download CSV",
+    "queue_plot": "Queue length", "memory_plot": "Memory in use (GiB)", "throughput_plot": "Tokens per second",
+}
+
+ZH = {
+    "title": "GPT-OSS WebUI", "chat": "对话", "monitor": "监控", "batch": "批量",
+    "system_prompt": "系统提示词", "message": "消息", "message_hint": "输入问题（回车发送）",
+    "send": "发送", "stop": "停止", "retry": "重试", "clear": "清空", "advanced": "高级设置",
+    "priority": "优先级", "max_tokens": "最大生成长度", "temperature": "温度", "top_p": "Top p",
+    "reasoning": "推理强度", "timeout": "超时（秒）", "server_wide": "全局设置（管理员）",
+    "admin_key": "管理员密钥", "max_concurrency": "最大并发数", "queue_size": "队列长度",
+    "low_wait": "低优先级最长等待（秒）", "preset": "预设", "apply": "应用限制",
+    "apply_preset": "应用预设", "language": "语言", "prompts": "提示词，每行一个",
+    "upload": "或上传 .txt / .jsonl 文件", "concurrency": "并发数", "run_batch": "运行批量任务",
+    "results": "结果", "download_jsonl": "下载 JSONL", "download_csv": "下载 CSV",
+    "queue_plot": "队列长度", "memory_plot": "内存占用（GiB）", "throughput_plot": "每秒生成 token 数",
+}
+
+MESSAGES = {
+    "en": {
+        "queued": "Queued: position {position} of {length}, about {eta}",
+        "eta_unknown": "estimating…", "seconds": "{s:.0f} s",
+        "busy": "The server is busy: {message} Try again in about {retry} s.",
+        "error": "Error: {message}",
+        "info": "class {priority} · waited {wait:.1f} s · {tokens} tokens · {speed} tok/s · cache {cache}",
+        "yes": "hit", "no": "miss",
+        "no_gpu": "No GPU here: showing process memory and the engine's KV cache instead.",
+        "batch_done": "{n} prompts answered",
+    },
+    "zh": {
+        "queued": "排队中：第 {position} 位，共 {length} 位，约 {eta}",
+        "eta_unknown": "估算中…", "seconds": "{s:.0f} 秒",
+        "busy": "服务器繁忙：{message} 请约 {retry} 秒后重试。",
+        "error": "出错：{message}",
+        "info": "优先级 {priority} · 等待 {wait:.1f} 秒 · {tokens} 个 token · {speed} token/秒 · 缓存 {cache}",
+        "yes": "命中", "no": "未命中",
+        "no_gpu": "本机没有 GPU：改为显示进程内存和引擎 KV 缓存占用。",
+        "batch_done": "已完成 {n} 个提示词",
+    },
+}
+
+
+def message(lang: str, key: str, **values: object) -> str:
+    table = MESSAGES["zh" if lang.lower().startswith("zh") else "en"]
+    return table[key].format(**values)

@@ -1,0 +1,112 @@
+"""Figures for the monitor panel: GPU memory (or process memory and KV cache without a GPU), queue,
+throughput and cache, plus a short history for the plots. No Gradio here."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from api.services import Services
+from scheduler.request import PriorityClass
+
+
+@dataclass(slots=True, frozen=True)
+class Sample:
+    t: float
+    waiting: int
+    running: int
+    memory_gb: float
+    tokens_per_s: float
+
+
+class MonitorHistory:
+    """The last `window_s` of samples, at most one per `min_interval_s` however many tabs refresh."""
+
+    def __init__(self, window_s: float = 600.0, min_interval_s: float = 1.0) -> None:
+        self.window_s, self.min_interval_s = window_s, min_interval_s
+        self.samples: deque[Sample] = deque()
+        self._last_tokens: tuple[float, int] | None = None
+
+    def sample(self, services: Services, now: float | None = None) -> Sample | None:
+        now = time.monotonic() if now is None else now
+        if self.samples and now - self.samples[-1].t < self.min_interval_s:
+            return None
+        tokens = services.engine.stats().generated_tokens if services.engine.ready else 0
+        rate = 0.0
+        if self._last_tokens is not None and now > self._last_tokens[0]:
+            rate = max(0, tokens - self._last_tokens[1]) / (now - self._last_tokens[0])
+        self._last_tokens = (now, tokens)
+        sample = Sample(now, len(services.scheduler.queue), services.scheduler.admission.running,
+                        memory_in_use_bytes(services) / 2**30, rate)
+        self.samples.append(sample)
+        while self.samples and now - self.samples[0].t > self.window_s:
+            self.samples.popleft()
+        return sample
+
+    def rows(self, field_name: str) -> list[dict]:
+        """Rows for a line plot: seconds relative to now (negative) and the chosen value."""
+        if not self.samples:
+            return []
+        last = self.samples[-1].t
+        return [{"seconds": round(s.t - last, 1), "value": round(getattr(s, field_name), 3)} for s in self.samples]
+
+
+def snapshot(services: Services, history: MonitorHistory) -> dict:
+    sched = services.scheduler
+    cache = services.cache.stats() if services.cache is not None else None
+    engine = services.engine.stats() if services.engine.ready else None
+    gpu = services.gpu
+    devices = gpu.devices if gpu is not None else []
+    return {
+        "gpus": [{"index": d.index, "name": d.name, "used_gb": d.used_bytes / 2**30, "total_gb": d.total_bytes / 2**30,
+                  "utilization_pct": d.utilization_pct} for d in devices],
+        "process_memory_gb": process_memory_bytes() / 2**30,
+        "kv_usage_pct": 100 * engine.kv_usage if engine else None,
+        "waiting": {c.value: sched.queue.count(c) for c in PriorityClass},
+        "running": sched.admission.running,
+        "slots": sched.admission.max_concurrency,
+        "avg_wait_s": sched.avg_wait_s(),
+        "tokens_per_s": history.samples[-1].tokens_per_s if history.samples else 0.0,
+        "cache_hit_rate": cache["hit_rate"] if cache else None,
+        "emergency": sched.pressure.emergency,
+        "admission_paused": sched.admission.paused,
+    }
+
+
+def memory_in_use_bytes(services: Services) -> int:
+    gpu = services.gpu
+    if gpu is not None and gpu.devices:
+        return sum(d.used_bytes for d in gpu.devices)
+    return process_memory_bytes()
+
+
+def process_memory_bytes(pid: int | None = None) -> int:
+    """Resident memory of this process and its children (vLLM runs its engine in child processes)."""
+    pid = os.getpid() if pid is None else pid
+    total = _rss(pid)
+    for child in _children(pid):
+        total += process_memory_bytes(child)
+    return total
+
+
+def _rss(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out += [int(c) for c in task.read_text().split()]
+        except OSError:
+            continue
+    return out
