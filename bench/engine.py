@@ -15,7 +15,10 @@ client and connection per worker, closed loop at concurrency 1, 4 and 8. Fixed ~
 max_tokens=128, temperature 0.8, top_p 1 and a fixed seed per request: both servers get the very same
 request sequence, and with the same engine and seed they generate the same tokens. `ignore_eos` is not
 sent: vLLM would honour it and ours would not (it ignores unknown fields), so generated tokens are
-counted from each response's usage instead.
+counted from each response's usage instead. Every request carries `Cache-Control: no-store`: seeded
+requests are cacheable in our response cache (which persists on disk across runs), and a replayed
+answer would measure SQLite instead of the engine; vLLM ignores the header. Each ours response must
+say `X-Cache: BYPASS`; any other value counts as a failed request.
 
 Measured per cell (server x concurrency x round):
   * aggregate output tokens/s = usage.completion_tokens summed / wall time of the cell;
@@ -68,11 +71,13 @@ MODEL_DIR = "models/smollm2-135m-instruct"
 MODEL_NAME = "smollm2-135m-instruct"
 CONCURRENCIES = (1, 4, 8)
 MAX_TOKENS = 128
+NO_CACHE = {"Cache-Control": "no-store"}  # our response cache would otherwise replay seeded answers
 TEMPERATURE = 0.8
 THROUGHPUT_RATIO_TARGET = 0.95
 ADDED_TTFT_TARGET_MS = 10.0
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 15.0
+FOREIGN_WARN_PCT = 10.0  # other processes' CPU (% of one core) above which the summary flags noise
 MIN_AVAILABLE_GIB = 7.0  # two servers at ~2.5 GB each, plus room
 
 OURS_SETTINGS = ["logging.file=", "logging.level=WARNING", "scheduler.max_concurrency=32"]
@@ -310,14 +315,16 @@ class Cell:
         return self.tokens / self.wall_s if self.wall_s else 0.0
 
 
-def request_body(index: int, round_index: int, max_tokens: int = MAX_TOKENS) -> dict:
+def request_body(index: int, round_index: int, concurrency: int, max_tokens: int = MAX_TOKENS) -> dict:
+    """The index-th request of a cell; both servers get the same ones. Seeds never repeat across cells."""
+    seed = 100_000 * round_index + 1_000 * concurrency + index
     return {
         "model": MODEL_NAME,
-        "messages": [{"role": "user", "content": PROMPTS[(index + round_index) % len(PROMPTS)]}],
+        "messages": [{"role": "user", "content": PROMPTS[(index + round_index + concurrency) % len(PROMPTS)]}],
         "max_tokens": max_tokens,
         "temperature": TEMPERATURE,
         "top_p": 1.0,
-        "seed": 1000 * round_index + index,
+        "seed": seed,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -332,9 +339,13 @@ async def stream_one(client, body: dict) -> Sample:  # noqa: ANN001 - httpx impo
     usage_tokens: int | None = None
     t0 = perf()
     try:
-        async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        async with client.stream("POST", "/v1/chat/completions", json=body, headers=NO_CACHE) as response:
             if response.status_code != 200:
                 sample.error = f"{response.status_code} {(await response.aread())[:200]!r}"
+                return sample
+            cache = response.headers.get("x-cache")
+            if cache not in (None, "BYPASS"):
+                sample.error = f"X-Cache: {cache} (the response cache answered, not the engine)"
                 return sample
             async for line in response.aiter_lines():
                 if not line.startswith("data: "):
@@ -375,7 +386,7 @@ async def run_cell(server: ServerProcess, other: ServerProcess, concurrency: int
                for _ in range(concurrency)]
 
     async def worker(w: int, client) -> list[Sample]:  # noqa: ANN001
-        return [await stream_one(client, request_body(w * per_worker + k, round_index, max_tokens))
+        return [await stream_one(client, request_body(w * per_worker + k, round_index, concurrency, max_tokens))
                 for k in range(per_worker)]
 
     async with contextlib.AsyncExitStack() as stack:
@@ -521,6 +532,11 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
          f"foreign %: the rest of the machine; {os.cpu_count()} CPUs, vLLM pins its worker to one",
          "vLLM's server also writes one uvicorn access-log line per request (ours runs at WARNING)"],
     ))
+    wall = sum(x.wall_s for x in cells)
+    foreign = 100 * sum(x.foreign_cpu_s for x in cells) / wall if wall else 0.0
+    if foreign > FOREIGN_WARN_PCT:
+        summary.append(["other processes' CPU while measuring", f"< {FOREIGN_WARN_PCT:g} % of a core",
+                        f"{foreign:.0f} %", "NOISY"])
     print()
     load_after = os.getloadavg()[0]
     print(table("Summary", ["target", "goal", "measured", "result"], summary,
@@ -539,6 +555,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def git_head() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+changes" if dirty else "")
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -553,9 +580,9 @@ def main(argv: list[str] | None = None) -> int:
     import vllm
 
     load_before = os.getloadavg()[0]
-    print(f"bench/engine.py  mode={'quick' if args.quick else 'full'}  python {platform.python_version()}  "
-          f"vllm {vllm.__version__}  httpx {httpx.__version__}  cpus={os.cpu_count()}  {platform.machine()}",
-          flush=True)
+    print(f"bench/engine.py  mode={'quick' if args.quick else 'full'}  commit {git_head()}  python "
+          f"{platform.python_version()}  vllm {vllm.__version__}  httpx {httpx.__version__}  cpus={os.cpu_count()}  "
+          f"{platform.machine()}", flush=True)
     if available_gib() < MIN_AVAILABLE_GIB:
         print(f"error: {available_gib():.1f} GiB of memory available; both servers need about "
               f"{MIN_AVAILABLE_GIB:g} GiB", file=sys.stderr)

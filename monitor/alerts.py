@@ -82,5 +82,12 @@ class AlertNotifier:
             response = await client.post(self.config.webhook_url, json=body)
             response.raise_for_status()
             self.sent.append(body)
-        except httpx.HTTPError as exc:
-            log.warning("alert webhook failed: %s", exc)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a malformed URL must not end the alert task
+            log.warning("alert webhook failed: %s", _describe(exc))
+
+
+def _describe(exc: Exception) -> str:
+    """Without the URL: a Slack webhook's path is its secret."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    return type(exc).__name__

@@ -185,9 +185,10 @@ async def _answer(services: Services, chat: list, system: str, priority: str, ma
 def _event_view(event: ChatEvent, code: str) -> tuple:
     hidden = gr.update(visible=False)
     if event.kind == "queued":
-        eta = message(code, "eta_unknown") if event.eta_s is None else message(code, "seconds", s=event.eta_s)
-        text = message(code, "queued", position=event.position, length=event.queue_length, eta=eta)
-        return gr.update(value=f"⏳ {text}", visible=True), ""
+        text = message(code, "queued", position=event.position, length=event.queue_length)
+        if event.eta_s is not None:
+            text += message(code, "eta", s=event.eta_s)
+        return gr.update(value=text, visible=True), ""
     if event.kind == "rejected":
         gr.Warning(message(code, "busy", message=event.message, retry=event.retry_after_s))
         return hidden, ""

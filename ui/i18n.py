@@ -34,8 +34,7 @@ ZH = {
 
 MESSAGES = {
     "en": {
-        "queued": "Queued: position {position} of {length}, about {eta}",
-        "eta_unknown": "estimating…", "seconds": "{s:.0f} s",
+        "queued": "Queued: position {position} of {length}", "eta": ", about {s:.0f} s",
         "busy": "The server is busy: {message} Try again in about {retry} s.",
         "error": "Error: {message}",
         "info": "class {priority} · waited {wait:.1f} s · {tokens} tokens · {speed} tok/s · cache {cache}",
@@ -44,8 +43,7 @@ MESSAGES = {
         "batch_done": "{n} prompts answered",
     },
     "zh": {
-        "queued": "排队中：第 {position} 位，共 {length} 位，约 {eta}",
-        "eta_unknown": "估算中…", "seconds": "{s:.0f} 秒",
+        "queued": "排队中：第 {position} 位，共 {length} 位", "eta": "，约 {s:.0f} 秒",
         "busy": "服务器繁忙：{message} 请约 {retry} 秒后重试。",
         "error": "出错：{message}",
         "info": "优先级 {priority} · 等待 {wait:.1f} 秒 · {tokens} 个 token · {speed} token/秒 · 缓存 {cache}",

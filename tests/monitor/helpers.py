@@ -63,7 +63,7 @@ class Scrape:
         return self.samples.get((name, tuple(sorted(labels.items()))))
 
     def get(self, name: str, **labels: str) -> float:
-        """A sample that must be there; counters not yet incremented for a label set read 0."""
+        """A sample value, 0 when absent (a labelled counter not yet incremented has no sample)."""
         return self.value(name, **labels) or 0.0
 
 

@@ -91,7 +91,7 @@ async def test_notifier_posts_one_fire_then_one_recover():
     assert notifier.sent == bodies
 
 
-@pytest.mark.parametrize("broken", ["500", "closed_port"])
+@pytest.mark.parametrize("broken", ["500", "closed_port", "malformed_url"])
 async def test_a_failing_webhook_logs_a_warning_and_raises_nothing(broken, alert_logs):
     clock = FakeClock(0.0)
     samples = [(9.0, 3)]
@@ -102,6 +102,8 @@ async def test_a_failing_webhook_logs_a_warning_and_raises_nothing(broken, alert
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 url = f"http://127.0.0.1:{s.getsockname()[1]}/hook"
+        elif broken == "malformed_url":
+            url = "http://[::1/hook"  # httpx.InvalidURL is not an httpx.HTTPError
         notifier = _notifier(url, samples, clock)
         async with httpx.AsyncClient(timeout=5) as client:
             await notifier.check(client)
@@ -112,13 +114,14 @@ async def test_a_failing_webhook_logs_a_warning_and_raises_nothing(broken, alert
     assert notifier.sent == [] and notifier.alert.firing
     failures = [r for r in alert_logs.records if "alert webhook failed" in r.getMessage()]
     assert len(failures) == 1 and failures[0].levelno == logging.WARNING
+    assert "/hook" not in failures[0].getMessage()  # a Slack webhook's path is its secret
 
 
 def test_queue_wait_alerts_end_to_end():
     with receiver() as hook:
         with live_server(*SLOW, f"alerts.webhook_url={hook.url}", "alerts.wait_s=0.1", "alerts.for_s=0.2",
                          "alerts.check_interval_s=0.05", "scheduler.pressure.interval_s=0.5") as live:
-            blocker = in_thread(chat, live.url, max_tokens=60)
+            blocker = in_thread(chat, live.url, max_tokens=100)
             live.wait_for(lambda s: s["running"] == 1)
             waiters = [in_thread(chat, live.url, max_tokens=3) for _ in range(2)]
             fired = hook.wait_for(lambda bodies: bodies)

@@ -83,12 +83,15 @@ def test_install_applies_to_uvicorn_access_and_our_handlers(clean_filters):
     keep = Keep()
     keep.setFormatter(AccessFormatter(ACCESS_FORMAT, use_colors=False))
     access.addHandler(keep)
-    level, access.level = access.level, logging.INFO
+    level, disabled = access.level, access.disabled
+    access.setLevel(logging.INFO)
+    access.disabled = False
     try:
         access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", f"/v1/models?token={SECRET}", "1.1", 200)
     finally:
         access.removeHandler(keep)
-        access.level = level
+        access.setLevel(level)
+        access.disabled = disabled
     assert seen == ['INFO 127.0.0.1:1 - "GET /v1/models?token=*** HTTP/1.1" 200 OK']
 
 

@@ -46,7 +46,7 @@ def test_counters_histograms_and_tokens_follow_the_requests(make_server):
 
 def test_queue_full_rejection_is_counted(make_server):
     live = make_server(*SLOW, "scheduler.max_queue_size=1")
-    blocker = in_thread(chat, live.url, max_tokens=40)
+    blocker = in_thread(chat, live.url, max_tokens=80)
     live.wait_for(lambda s: s["running"] == 1)
     queued = in_thread(chat, live.url)
     live.wait_for(lambda s: s["waiting_total"] == 1)
@@ -63,7 +63,7 @@ def test_queue_full_rejection_is_counted(make_server):
 
 def test_queue_timeout_is_counted(make_server):
     live = make_server(*SLOW, "scheduler.max_wait_s.low=0.3")
-    blocker = in_thread(chat, live.url, max_tokens=50)
+    blocker = in_thread(chat, live.url, max_tokens=80)
     live.wait_for(lambda s: s["running"] == 1)
     response = chat(live.url, headers={"X-Priority": "low"})
     assert response.status_code == 429 and response.json()["error"]["code"] == "queue_timeout"
@@ -103,7 +103,7 @@ def test_disconnects_are_counted_by_stage(make_server):
 
 def test_live_gauges_while_requests_wait(make_server):
     live = make_server(*SLOW)
-    blocker = in_thread(chat, live.url, max_tokens=60)
+    blocker = in_thread(chat, live.url, max_tokens=100)
     live.wait_for(lambda s: s["running"] == 1)
     waiters = [in_thread(chat, live.url, headers={"X-Priority": cls}) for cls in ("low", "high", "low")]
     scrape = poll_metrics(live.url, lambda m: m.get("gptoss_requests_waiting", priority="low") == 2
@@ -118,7 +118,7 @@ def test_live_gauges_while_requests_wait(make_server):
     scrape = Scrape(live.url)
     assert [scrape.get("gptoss_requests_waiting", priority=c) for c in CLASSES] == [0, 0, 0]
     assert scrape.get("gptoss_requests_running") == 0 and scrape.get("gptoss_token_budget_in_use") == 0
-    assert scrape.get("gptoss_generated_tokens_total") == 60 + 3 * 5
+    assert scrape.get("gptoss_generated_tokens_total") == 100 + 3 * 5
     assert scrape.get("gptoss_queue_wait_seconds_sum", priority="low") > 2 * 0.3  # both waited for the blocker
 
 

@@ -167,5 +167,6 @@ async def test_monitor_figures_without_a_gpu():
 
 
 def test_messages_in_both_languages():
-    assert message("en", "queued", position=3, length=7, eta="12 s") == "Queued: position 3 of 7, about 12 s"
-    assert "第 3 位" in message("zh-CN", "queued", position=3, length=7, eta="12 秒")
+    text = message("en", "queued", position=3, length=7) + message("en", "eta", s=12.4)
+    assert text == "Queued: position 3 of 7, about 12 s"
+    assert "第 3 位" in message("zh-CN", "queued", position=3, length=7)
