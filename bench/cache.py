@@ -517,7 +517,7 @@ def run_part3(url: str, args: argparse.Namespace, summary: list[list[object]]) -
          f"the top three hold {top[0]:.0%}, {top[1]:.0%}, {top[2]:.0%}); the same three streams at each "
          "concurrency",
          "at concurrency > 1 a repeat may arrive while its first request is still generating: single flight "
-         "answers it (X-Cache: HIT) but the store counted that lookup as a miss, so stats can read lower",
+         "answers it, and both X-Cache and the stats count it as a hit",
          "removed before: what DELETE /v1/cache returned just before the stream (the previous stream's entries)",
          *(f"first error: {e}" for e in errors)],
     ))
