@@ -3,6 +3,7 @@
     .venv/bin/python bench/engine.py            # about 7-8 minutes on 2 cores
     .venv/bin/python bench/engine.py --quick    # about 3 minutes, a smoke run
     .venv/bin/python bench/engine.py --rounds N # N alternating rounds per cell instead of 3 / 6
+    .venv/bin/python bench/engine.py --ours-set server.ui=false   # A/B a setting of ours (repeatable)
 
 Two servers on the same model (the bundled SmolLM2-135M-Instruct) with the same engine settings
 (max_model_len 2048, enforce eager, prefix caching, 256 MiB KV cache, priority scheduling,
@@ -33,7 +34,9 @@ but only one is ever loaded. The cells alternate between them (ours, vllm, then 
 repeat in rounds, so drift and background noise hit both alike, and no time is spent on restarts that
 would otherwise leave fewer rounds. An idle server is not free (vLLM's workers poll briefly, stats
 timers tick), so the idle server's CPU during the other's cells is measured and printed: it is the
-same small tax for both. Running them one at a time with restarts (A, B, A, B) was the alternative;
+same small tax for both. Before each cell the script waits (up to 5 s) until both servers are quiet:
+after a burst vLLM's engine processes spin for about a second at ~100 % of a core, on the core where
+both workers are pinned. Running them one at a time with restarts (A, B, A, B) was the alternative;
 it costs ~30 s per start and gives fewer, coarser alternations for the same run time.
 
 A benchmark, not a test: it prints tables and a PASS/MISS summary, and exits 0 unless something failed
@@ -77,6 +80,9 @@ THROUGHPUT_RATIO_TARGET = 0.95
 ADDED_TTFT_TARGET_MS = 10.0
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 15.0
+SETTLE_MAX_S = 5.0  # between cells: wait for both servers to go quiet, at most this long
+SETTLE_STEP_S = 0.25
+SETTLE_BUSY_CORES = 0.2
 FOREIGN_WARN_PCT = 10.0  # other processes' CPU (% of one core) above which the summary flags noise
 MIN_AVAILABLE_GIB = 7.0  # two servers at ~2.5 GB each, plus room
 
@@ -180,6 +186,7 @@ class ServerProcess:
         self.log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{name}-", suffix=".log", delete=False)
         self.ready_after_s = 0.0
         self.failed = False
+        self.interrupted = False
 
     def start(self) -> None:
         self._started = time.monotonic()
@@ -212,6 +219,13 @@ class ServerProcess:
         rest = sum(process_cpu_s(p) or 0.0 for p in descendants(self.proc.pid))
         return front, rest
 
+    def interrupt(self) -> None:
+        """Ask for a clean shutdown (both servers handle SIGINT like Ctrl-C); stop() waits for it."""
+        if self.proc is not None and self.proc.poll() is None and not self.interrupted:
+            self.interrupted = True  # once: a second SIGINT makes uvicorn skip its clean shutdown
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGINT)
+
     def stop(self) -> None:
         proc = self.proc
         if proc is None:
@@ -219,8 +233,7 @@ class ServerProcess:
         pgid = proc.pid  # start_new_session: the server leads its own group
         try:
             if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGINT)
+                self.interrupt()
                 try:
                     proc.wait(timeout=STOP_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
@@ -250,13 +263,13 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
-def make_servers() -> list[ServerProcess]:
+def make_servers(ours_extra: Sequence[str] = ()) -> list[ServerProcess]:
     py = str(ROOT / ".venv" / "bin" / "python")
     if not Path(py).exists():
         py = sys.executable
     ours_port, vllm_port = free_port(), free_port()
     ours_argv = [py, "app.py", "--port", str(ours_port)]
-    for s in OURS_SETTINGS:
+    for s in [*OURS_SETTINGS, *ours_extra]:
         ours_argv += ["--set", s]
     vllm_argv = [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port", str(vllm_port)]
     offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -409,16 +422,36 @@ async def run_cell(server: ServerProcess, other: ServerProcess, concurrency: int
     return cell
 
 
+async def settle(servers: Sequence[ServerProcess]) -> float:
+    """Wait until the servers are quiet. After a burst, vLLM's engine processes keep spinning on
+    their shared-memory queues for about a second at ~100 % of a core, on the same core where the
+    other server's worker is pinned; a cell started at once would pay for the previous one."""
+    start = time.monotonic()
+    before = sum(sum(s.cpu()) for s in servers)
+    while time.monotonic() - start < SETTLE_MAX_S:
+        await asyncio.sleep(SETTLE_STEP_S)
+        now = sum(sum(s.cpu()) for s in servers)
+        busy, before = (now - before) / SETTLE_STEP_S, now
+        if busy < SETTLE_BUSY_CORES:
+            break
+    return time.monotonic() - start
+
+
 async def measure(servers: Sequence[ServerProcess], plan: Plan) -> list[Cell]:
     by_name = {s.name: s for s in servers}
     ours, vllm = by_name["ours"], by_name["vllm"]
     # Warm-up, not recorded: first requests after start-up pay for allocations and lazy paths.
+    # Two alternating passes, the second at full length: in trials the first measured cell of a run
+    # was often ~20 % slow after a single short pass.
     note("warm-up (not recorded) ...")
-    for server, other in ((ours, vllm), (vllm, ours)):
-        for c in (8, 1):
-            cell = await run_cell(server, other, c, 1, round_index=99, max_tokens=32)
-            if len(cell.ok) != c:
-                raise RuntimeError(f"{server.name} warm-up failed: {next(s.error for s in cell.samples if s.error)}")
+    for max_tokens in (32, MAX_TOKENS):
+        for server, other in ((ours, vllm), (vllm, ours)):
+            for c in (8, 1):
+                await settle(servers)
+                cell = await run_cell(server, other, c, 1, round_index=99, max_tokens=max_tokens)
+                if len(cell.ok) != c:
+                    error = next(s.error for s in cell.samples if s.error)
+                    raise RuntimeError(f"{server.name} warm-up failed: {error}")
     cells: list[Cell] = []
     started = time.monotonic()
     total = plan.rounds * len(CONCURRENCIES) * 2
@@ -428,6 +461,7 @@ async def measure(servers: Sequence[ServerProcess], plan: Plan) -> list[Cell]:
             order = (ours, vllm) if (r + ci) % 2 == 0 else (vllm, ours)
             for server in order:
                 other = vllm if server is ours else ours
+                await settle(servers)
                 cell = await run_cell(server, other, c, plan.per_worker[c], r)
                 cells.append(cell)
                 ttft = Stats.of([s.ttft_s * 1000 for s in cell.ok])
@@ -448,7 +482,7 @@ def ms(value: float) -> str:
 
 
 def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], started: float,
-           load_before: float) -> None:
+           load_before: float, ours_extra: Sequence[str]) -> None:
     def pick(name: str, c: int) -> list[Cell]:
         return [x for x in cells if x.server == name and x.concurrency == c]
 
@@ -469,6 +503,7 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
                 "decode": statistics.median([(s.tokens - 1) / s.decode_s for s in ok if s.decode_s > 0 and s.tokens > 1]
                                             or [float("nan")]),
                 "per_round": {x.round: x.tok_per_s for x in group},
+                "ttft_round": {x.round: Stats.of([s.ttft_s for s in x.ok]).p50 for x in group},
                 "front_ms_tok": 1000 * sum(x.front_cpu_s for x in group) / tokens if tokens else float("nan"),
                 "engine_ms_tok": 1000 * sum(x.engine_cpu_s for x in group) / tokens if tokens else float("nan"),
                 "client_ms_tok": 1000 * sum(x.client_cpu_s for x in group) / tokens if tokens else float("nan"),
@@ -480,10 +515,14 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
         round_ratios = [o["per_round"][r] / v["per_round"][r] for r in o["per_round"]
                         if v["per_round"].get(r)]
         added = (o["ttft"].p50 - v["ttft"].p50) * 1000
+        round_added = [(o["ttft_round"][r] - v["ttft_round"][r]) * 1000 for r in o["ttft_round"]
+                       if r in v["ttft_round"]]
         rows.append([
             c, f"{o['n']}/{v['n']}", f"{o['tps']:.1f}", f"{v['tps']:.1f}", f"{ratio:.3f}",
             f"{min(round_ratios):.2f}-{max(round_ratios):.2f}" if round_ratios else "-",
-            ms(o["ttft"].p50), ms(v["ttft"].p50), f"{added:+.1f}", ms(o["ttft"].p99), ms(v["ttft"].p99),
+            ms(o["ttft"].p50), ms(v["ttft"].p50), f"{added:+.1f}",
+            f"{min(round_added):+.0f}..{max(round_added):+.0f}" if round_added else "-",
+            ms(o["ttft"].p99), ms(v["ttft"].p99),
         ])
         token_means.append(f"c={c} {o['tok_req']:.1f}/{v['tok_req']:.1f}")
         cpu_rows.append([c, f"{o['front_ms_tok']:.2f}", f"{v['front_ms_tok']:.2f}",
@@ -494,7 +533,7 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
         if c == 1:
             decode_ratio = o["decode"] / v["decode"] if v["decode"] else float("nan")
             rows.append(["1 (decode/stream)", "", f"{o['decode']:.1f}", f"{v['decode']:.1f}", f"{decode_ratio:.3f}",
-                         "", "", "", "", "", ""])
+                         "", "", "", "", "", "", ""])
             summary.append(["single-stream decode tok/s ratio", "(info)", f"{decode_ratio:.3f}", "-"])
         summary.append([f"throughput ours/vllm @ c={c}", f">= {THROUGHPUT_RATIO_TARGET:g}", f"{ratio:.3f}",
                         "PASS" if ratio >= THROUGHPUT_RATIO_TARGET else "MISS"])
@@ -511,11 +550,13 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
         f"Streaming chat completions, {MODEL_NAME}, max_tokens={MAX_TOKENS}, temperature {TEMPERATURE:g}, "
         "fixed seeds (ours vs vLLM's own OpenAI server)",
         ["conc", "req o/v", "tok/s ours", "tok/s vllm", "ratio", "per round", "TTFT p50 ours", "TTFT p50 vllm",
-         "added p50 ms", "TTFT p99 ours", "TTFT p99 vllm"], rows,
+         "added p50 ms", "per round", "TTFT p99 ours", "TTFT p99 vllm"], rows,
         ["tok/s: aggregate output tokens/s (usage.completion_tokens / cell wall time, pooled over rounds); "
          "'decode/stream' row: single-stream decode tok/s at c=1, median over requests",
-         "ratio = ours / vllm; 'per round' = lowest-highest ratio of the alternating rounds (noise); TTFT in ms "
-         "to the first non-empty content chunk",
+         "ratio = ours / vllm; 'per round' = lowest-highest ratio (or added p50) over the alternating rounds: "
+         "the noise; TTFT in ms to the first non-empty content chunk",
+         "at c>1 every cell starts with c simultaneous requests: vLLM prefills the first arrival alone and the "
+         "rest together one step later, so TTFT there is mostly engine batching and swings by 100+ ms per round",
          f"{plan.rounds} rounds; requests per server: " + ", ".join(f"c={c} {n}" for c, n in n_per.items())
          + " (TTFT p99 over so few samples is close to the max)",
          "mean generated tokens per request ours/vllm: " + ", ".join(token_means),
@@ -530,7 +571,9 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
          "ours also the scheduler); engine: its EngineCore + worker processes",
          "client: this script; idle other %: the idle server's CPU (% of one core) while ours / vllm ran; "
          f"foreign %: the rest of the machine; {os.cpu_count()} CPUs, vLLM pins its worker to one",
-         "vLLM's server also writes one uvicorn access-log line per request (ours runs at WARNING)"],
+         "vLLM's server also writes one uvicorn access-log line per request (ours runs at WARNING)",
+         "ours: app.py " + " ".join(f"--set {x}" for x in [*OURS_SETTINGS, *ours_extra])
+         + "; requests carry Cache-Control: no-store"],
     ))
     wall = sum(x.wall_s for x in cells)
     foreign = 100 * sum(x.foreign_cpu_s for x in cells) / wall if wall else 0.0
@@ -540,7 +583,9 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
     print()
     load_after = os.getloadavg()[0]
     print(table("Summary", ["target", "goal", "measured", "result"], summary,
-                [f"total run time {time.monotonic() - started:.0f}s (servers ready after "
+                ["added TTFT at c=1 is the clean measure of our per-request overhead; at c>1 compare it with "
+                 "the 'per round' spread above (engine batching noise)",
+                 f"total run time {time.monotonic() - started:.0f}s (servers ready after "
                  + ", ".join(f"{s.name} {s.ready_after_s:.0f}s" for s in servers)
                  + f"); load average before/after {load_before:.2f}/{load_after:.2f}"]))
 
@@ -552,6 +597,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/engine.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer requests: about 3 minutes including start-up")
     p.add_argument("--rounds", type=int, help="alternating rounds per cell (default 3 with --quick, else 6)")
+    p.add_argument("--ours-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra --set for our server, e.g. server.ui=false (repeatable; for A/B diagnosis)")
     return p.parse_args(argv)
 
 
@@ -589,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if load_before > 0.5:
         note(f"warning: load average is {load_before:.2f} before starting; other work will distort the numbers")
-    servers = make_servers()
+    servers = make_servers(args.ours_set)
     try:
         start_all(servers)
         cells = asyncio.run(measure(servers, plan))
@@ -600,9 +647,11 @@ def main(argv: list[str] | None = None) -> int:
         note(f"error: {exc}")
         return 1
     finally:
+        for s in servers:  # both shut down at once; then wait for each, killing what lingers
+            s.interrupt()
         for s in servers:
             s.stop()
-    report(cells, plan, servers, started, load_before)
+    report(cells, plan, servers, started, load_before, args.ours_set)
     return 0
 
 
