@@ -192,9 +192,6 @@ class Scheduler:
         self.admission.paused = paused
         self._dispatch()
 
-    def recent_wait_s(self) -> float:
-        return self._pressure_wait_s()
-
     def _finish(self, request: Request, outcome: str) -> None:
         now = self.clock()
         self._tickets.pop(request.request_id, None)
@@ -231,9 +228,10 @@ class Scheduler:
 
     def sample_pressure(self) -> None:
         high = self.queue.count(PriorityClass.HIGH)
-        if self.pressure.sample(self._pressure_wait_s(), high):
+        wait = self.recent_wait_s()
+        if self.pressure.sample(wait, high):
             state = "enter" if self.pressure.emergency else "leave"
-            log.warning("emergency mode %s: avg_wait=%.2fs high_waiting=%d", state, self._pressure_wait_s(), high)
+            log.warning("emergency mode %s: avg_wait=%.2fs high_waiting=%d", state, wait, high)
 
     def max_wait_s(self, priority: PriorityClass) -> float:
         return self.pressure.max_wait_s(priority, self.config.max_wait_s.of(priority.value))
@@ -245,7 +243,7 @@ class Scheduler:
     def _parallel(self) -> int:
         return self.admission.running or self.admission.max_concurrency
 
-    def _pressure_wait_s(self) -> float:
+    def recent_wait_s(self) -> float:
         """Mean wait over the last interval: dispatched requests' waits and current waiters' so far."""
         now = self.clock()
         since = now - self.config.pressure.interval_s
