@@ -22,6 +22,7 @@ _SCHEDULER_STATUS = {
     "queue_full": (429, "queue_full"),
     "displaced": (429, "queue_displaced"),
     "queue_timeout": (429, "queue_timeout"),
+    "wait_limit": (429, "queue_wait_limit"),
     "too_large": (400, "context_length_exceeded"),
     "duplicate_id": (400, "duplicate_request_id"),
     "shutdown": (503, "server_shutting_down"),

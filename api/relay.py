@@ -34,6 +34,7 @@ async def stream_ticket(scheduler: Scheduler, ticket: Ticket, completion: Comple
         _release(scheduler, ticket, after)
         raise APIError.from_scheduler(first)
     wait = first.queue_wait_s if isinstance(first, Dispatched) else scheduler.clock() - ticket.request.arrival
+    ticket.stream_open = True
     return TicketStream(
         ticket_events(scheduler, ticket, completion, first, include_usage),
         on_close=lambda: _release(scheduler, ticket, after),

@@ -14,6 +14,7 @@ import os
 from typing import Any, AsyncIterator
 
 from engine.base import Capabilities, ChatMessage, Delta, EngineError, EngineStats, GenParams, Prompt
+from engine.kv_size import default_cpu_kv_bytes
 from engine.model_files import resolve_model
 from settings.schema import EngineConfig, VllmConfig
 
@@ -69,8 +70,13 @@ class VllmEngine:
 
         from engine.vllm_stats import stats_logger_factory
 
+        from vllm.platforms import current_platform
+
         model = resolve_model(self.config.model, self.config.models_dir)
-        args = AsyncEngineArgs(**engine_arguments(self.config, model, AsyncEngineArgs))
+        kwargs = engine_arguments(self.config, model, AsyncEngineArgs, on_cpu=current_platform.is_cpu())
+        log.info("KV cache: %s", f"{kwargs['kv_cache_memory_bytes'] / 2**20:.0f} MiB"
+                 if "kv_cache_memory_bytes" in kwargs else f"gpu_memory_utilization {self.config.gpu_memory_utilization}")
+        args = AsyncEngineArgs(**kwargs)
         return AsyncLLM.from_engine_args(args, stat_loggers=[stats_logger_factory(self._stats)])
 
     async def stop(self) -> None:
@@ -130,8 +136,10 @@ class VllmEngine:
                               seed=params.seed, stop=params.stop or None, output_kind=RequestOutputKind.DELTA)
 
 
-def engine_arguments(config: VllmConfig, model: str, args_cls: type) -> dict[str, Any]:
-    """AsyncEngineArgs keyword arguments; an unknown extra argument is a one-line config error."""
+def engine_arguments(config: VllmConfig, model: str, args_cls: type, on_cpu: bool = False) -> dict[str, Any]:
+    """AsyncEngineArgs keyword arguments; an unknown extra argument is a one-line config error. On
+    the CPU a KV size of 0 is sized from the machine: vLLM's own CPU default (a share of the whole
+    memory node) fails to start on small machines."""
     kwargs: dict[str, Any] = {
         "model": model,
         "served_model_name": config.served_model_name,
@@ -145,8 +153,8 @@ def engine_arguments(config: VllmConfig, model: str, args_cls: type) -> dict[str
     }
     if config.block_size:
         kwargs["block_size"] = config.block_size
-    if config.kv_cache_memory_bytes:
-        kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes
+    if config.kv_cache_memory_bytes or on_cpu:
+        kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes or default_cpu_kv_bytes()
     known = {f.name for f in dataclasses.fields(args_cls)}
     for key, value in config.extra_args.items():
         if key not in known:

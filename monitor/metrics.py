@@ -28,6 +28,9 @@ class Metrics:
         self.disconnected = Counter("gptoss_requests_disconnected", "Requests whose client left",
                                     ["priority", "stage"], registry=r)
         self.failed = Counter("gptoss_requests_failed", "Requests the engine failed", ["priority"], registry=r)
+        self.failed_in_stream = Counter("gptoss_requests_failed_in_stream", "Requests that failed after their "
+                                        "stream had opened (HTTP 200 then an error event)", ["priority", "reason"],
+                                        registry=r)
         self.queue_wait = Histogram("gptoss_queue_wait_seconds", "Time from arrival to admission", ["priority"],
                                     buckets=_WAIT_BUCKETS, registry=r)
         self.ttft = Histogram("gptoss_time_to_first_token_seconds", "Time from arrival to the first token",
@@ -48,6 +51,7 @@ class Metrics:
             self.rejected.labels(cls, event.outcome).inc()
         elif event.outcome == "finish":
             self.e2e.labels(cls).observe(event.elapsed_s)
+            return
         elif event.outcome == "timeout":
             self.timed_out.labels(cls).inc()
         elif event.outcome == "disconnect":
@@ -56,6 +60,8 @@ class Metrics:
             self.failed.labels(cls).inc()
         else:
             self.rejected.labels(cls, event.outcome).inc()
+        if event.kind == "finished" and event.in_stream and event.outcome != "disconnect":
+            self.failed_in_stream.labels(cls, event.outcome).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -78,6 +84,11 @@ class _LiveState:
             waiting.add_metric([cls.value], sched.queue.count(cls))
         yield waiting
         yield GaugeMetricFamily("gptoss_requests_running", "Requests running in the engine", sched.admission.running)
+        yield GaugeMetricFamily("gptoss_concurrency_limit", "Requests the engine may run at once now (adaptive)",
+                                sched.admission.max_concurrency)
+        if sched.limit.tpot_s is not None:
+            yield GaugeMetricFamily("gptoss_measured_tpot_seconds", "Time per output token over the last control "
+                                    "interval", sched.limit.tpot_s)
         yield GaugeMetricFamily("gptoss_emergency_mode", "1 while emergency mode is on", int(sched.pressure.emergency))
         yield GaugeMetricFamily("gptoss_admission_paused", "1 while the memory guard pauses admissions",
                                 int(sched.admission.paused))

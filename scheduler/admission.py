@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from scheduler.request import Request
+from scheduler.request import PriorityClass, Request
 
 
 class AdmissionController:
     """Admits while a slot is free and the running requests' worst-case tokens (prompt plus
     max_tokens, rounded up to the engine's KV block size) stay within the engine's KV budget, so
     an admitted request never runs the engine out of memory. `paused` stops admissions without
-    touching what is running."""
+    touching what is running. A share of the slots (`high_reserve`, rounded down) is kept for high
+    requests, so they find a free slot under load instead of waiting for one."""
 
-    def __init__(self, max_concurrency: int, token_budget: int, block_size: int = 1) -> None:
+    def __init__(self, max_concurrency: int, token_budget: int, block_size: int = 1,
+                 high_reserve: float = 0.0) -> None:
         self.max_concurrency = max_concurrency
+        self.high_reserve = high_reserve
         self.token_budget = token_budget
         self.block_size = block_size
         self.paused = False
@@ -27,6 +30,11 @@ class AdmissionController:
     def free_slots(self) -> int:
         return max(0, self.max_concurrency - len(self._running))
 
+    def slots_for(self, priority: PriorityClass) -> int:
+        if priority is PriorityClass.HIGH:
+            return self.max_concurrency
+        return self.max_concurrency - min(self.max_concurrency - 1, int(self.max_concurrency * self.high_reserve))
+
     def cost(self, request: Request) -> int:
         blocks = -(-request.cost_tokens // self.block_size)
         return blocks * self.block_size
@@ -37,7 +45,7 @@ class AdmissionController:
     def fits(self, request: Request) -> bool:
         return (
             not self.paused
-            and len(self._running) < self.max_concurrency
+            and len(self._running) < self.slots_for(request.priority)
             and self.tokens_in_use + self.cost(request) <= self.token_budget
         )
 

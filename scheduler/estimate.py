@@ -5,6 +5,10 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from scheduler.request import PriorityClass
+
+_MIN_SHARE = 0.25  # aging lets a waiter through eventually, however many outrank it on arrival
+
 
 class DrainEstimator:
     """Drain rate = requests the engine runs in parallel / their recent mean service time."""
@@ -21,13 +25,40 @@ class DrainEstimator:
         mean = sum(self._service_s) / len(self._service_s)
         return max(parallel, 1) / mean
 
-    def wait_s(self, position: int, parallel: int) -> float | None:
-        """Expected wait for the request at 1-based `position` (0: it would run at once)."""
+    def wait_s(self, position: int, parallel: int, jumpers_per_s: float = 0.0) -> float | None:
+        """Expected wait for the request at 1-based `position` (0: it would run at once), when
+        `jumpers_per_s` later arrivals per second will be served before it."""
         if position <= 0:
             return 0.0
         rate = self.rate(parallel)
-        return None if rate is None else position / rate
+        if rate is None:
+            return None
+        return position / max(rate - jumpers_per_s, rate * _MIN_SHARE)
 
     def retry_after_s(self, ahead: int, parallel: int) -> int:
-        wait = self.wait_s(ahead + 1, parallel)
-        return 1 if wait is None else min(3600, max(1, math.ceil(wait)))
+        return retry_after(self.wait_s(ahead + 1, parallel))
+
+
+def retry_after(wait_s: float | None) -> int:
+    return 1 if wait_s is None else min(3600, max(1, math.ceil(wait_s)))
+
+
+class ArrivalRates:
+    """Recent arrivals per class, so a waiter's estimate counts those that will overtake it."""
+
+    def __init__(self, window_s: float = 30.0) -> None:
+        self.window_s = window_s
+        self._arrivals: dict[PriorityClass, deque[float]] = {c: deque() for c in PriorityClass}
+
+    def record(self, priority: PriorityClass, now: float) -> None:
+        self._arrivals[priority].append(now)
+
+    def above(self, priority: PriorityClass, now: float) -> float:
+        """Arrivals per second of the classes ranked above `priority`."""
+        count = 0
+        for cls, times in self._arrivals.items():
+            while times and times[0] < now - self.window_s:
+                times.popleft()
+            if cls.rank < priority.rank:
+                count += len(times)
+        return count / self.window_s

@@ -14,8 +14,10 @@ from typing import Callable
 
 from engine.base import EngineBackend, EngineError
 from scheduler.admission import AdmissionController
-from scheduler.estimate import DrainEstimator
+from scheduler.estimate import ArrivalRates, DrainEstimator, retry_after
 from scheduler.events import Listener, QueueEvent
+from scheduler.limit import ConcurrencyLimit
+from scheduler.pace import TokenPace
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
 from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
@@ -25,6 +27,7 @@ log = logging.getLogger("gpt_oss_webui.queue")
 
 _TICK_S = 0.1
 _FINISHED_KEPT = 1000
+_NO_SLOT_LIMIT = 4096
 
 
 class Scheduler:
@@ -35,9 +38,12 @@ class Scheduler:
         self.engine = engine
         self.clock = clock
         self.queue = PriorityQueue(config.aging_per_s)
-        self.admission = AdmissionController(config.max_concurrency, token_budget=0)
+        self.limit = ConcurrencyLimit(config.limit, config.slo.tpot_s, config.max_concurrency or _NO_SLOT_LIMIT)
+        self.admission = AdmissionController(self.limit.value, token_budget=0, high_reserve=config.limit.high_reserve)
         self.pressure = PressureMonitor(config.pressure)
         self.drain = DrainEstimator()
+        self.arrivals = ArrivalRates()
+        self.pace = TokenPace()
         self.closed = False
         self._tickets: dict[str, Ticket] = {}
         self._tasks: dict[str, asyncio.Task] = {}
@@ -49,6 +55,7 @@ class Scheduler:
     async def start(self) -> None:
         caps = self.engine.capabilities
         self.admission.token_budget, self.admission.block_size = caps.token_budget, caps.block_size
+        self._set_upper()
         self._timer = asyncio.create_task(self._tick_forever(), name="scheduler-timer")
 
     async def shutdown(self) -> None:
@@ -72,7 +79,9 @@ class Scheduler:
             self._check_submittable(request)
             request.score = self.pressure.weight(request.priority, request.score)
             request.arrival = self.clock()
-            if len(self.queue) >= self.config.max_queue_size:
+            self.arrivals.record(request.priority, request.arrival)
+            self._check_door(request)
+            if len(self.queue) >= self._queue_room(request.priority):
                 self._make_room(request)
         except SchedulerError as exc:
             if exc.kind != "duplicate_id":
@@ -85,6 +94,12 @@ class Scheduler:
                   request.score, len(self.queue))
         self._dispatch()
         return ticket
+
+    def _set_upper(self) -> None:
+        """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""
+        slots = self.engine.capabilities.max_num_seqs if self.engine.ready else 0
+        self.limit.set_upper(self.config.max_concurrency or slots or _NO_SLOT_LIMIT)
+        self.admission.max_concurrency = self.limit.value
 
     def cancel(self, request_id: str, reason: str = "disconnect") -> None:
         """The client left: drop its request from the queue, or abort it in the engine."""
@@ -109,6 +124,28 @@ class Scheduler:
                 f"holds at most {self.admission.token_budget}; lower max_tokens or shorten the prompt",
             )
 
+    def _check_door(self, request: Request) -> None:
+        """Refuse now, before any stream opens, a request predicted to wait past its class's limit
+        (tightened in emergency mode): a 429 a client can retry beats a stream that fails later."""
+        if not self.queue and self.admission.fits(request):
+            return
+        ahead = self.queue.count_ahead_of_new(request.score, request.arrival)
+        jumpers = self.arrivals.above(request.priority, request.arrival)
+        wait = self.drain.wait_s(ahead + 1, self.admission.slots_for(request.priority), jumpers)
+        limit = self.max_wait_s(request.priority)
+        if wait is None or wait <= limit:
+            return
+        log.info("reject id=%s class=%s reason=wait_limit predicted_wait=%.1fs limit=%gs", request.request_id,
+                 request.priority.value, wait, limit)
+        raise SchedulerError("wait_limit", f"the queue would hold this {request.priority.value}-priority request "
+                             f"about {wait:.0f} s, past its limit of {limit:g} s; retry later",
+                             retry_after(wait - limit))
+
+    def _queue_room(self, priority: PriorityClass) -> int:
+        """High may use the whole queue; the others leave it a share, so high rarely displaces."""
+        size = self.config.max_queue_size
+        return size if priority is PriorityClass.HIGH else size - int(size * self.config.limit.high_reserve)
+
     def _make_room(self, newcomer: Request) -> None:
         """A full queue rejects the newcomer, unless it is high and can displace a lower waiter."""
         victim = self.queue.newest_below(newcomer.priority) if newcomer.priority is PriorityClass.HIGH else None
@@ -123,12 +160,18 @@ class Scheduler:
                                           "this request's place; retry later", retry), "displaced")
 
     def _dispatch(self) -> None:
-        while not self.closed:
-            head = self.queue.peek()
-            if head is None or not self.admission.fits(head):
-                return
-            self.queue.pop()
-            self._start(head)
+        while not self.closed and (request := self._next_admissible()) is not None:
+            self.queue.remove(request.request_id)
+            self._start(request)
+
+    def _next_admissible(self) -> Request | None:
+        """The head of the queue; or, when the head must wait, the oldest high request if the slots
+        kept for high let it run now."""
+        head = self.queue.peek()
+        if head is None or self.admission.fits(head):
+            return head
+        high = self.queue.oldest(PriorityClass.HIGH)
+        return high if high is not None and self.admission.fits(high) else None
 
     def _start(self, request: Request) -> None:
         now = self.clock()
@@ -147,14 +190,16 @@ class Scheduler:
     async def _run(self, ticket: Ticket) -> None:
         request = ticket.request
         outcome = "finish"
-        first = True
+        last: float | None = None
         try:
             async for delta in self.engine.generate(request.request_id, request.prompt, request.params):
                 ticket.events.put_nowait(delta)
-                if first:
-                    first = False
-                    self._emit(QueueEvent("first_token", request.priority,
-                                          elapsed_s=self.clock() - request.arrival))
+                now = self.clock()
+                if last is None:
+                    self._emit(QueueEvent("first_token", request.priority, elapsed_s=now - request.arrival))
+                else:
+                    self.pace.record(now - last, delta.num_tokens, self.admission.running)
+                last = now
         except asyncio.CancelledError:
             outcome = "shutdown" if self.closed else "disconnect"
             await self.engine.abort(request.request_id)
@@ -194,7 +239,7 @@ class Scheduler:
 
     def _finish(self, request: Request, outcome: str) -> None:
         now = self.clock()
-        self._tickets.pop(request.request_id, None)
+        ticket = self._tickets.pop(request.request_id, None)
         request.state = RequestState.FINISHED
         waited = (request.dispatched_at or now) - request.arrival
         self._finished[request.request_id] = {"priority": request.priority.value, "waited_s": round(waited, 3),
@@ -204,22 +249,39 @@ class Scheduler:
         log.info("%s id=%s class=%s score=%.2f wait=%.3fs total=%.3fs", outcome, request.request_id,
                  request.priority.value, request.score, waited, now - request.arrival)
         self._emit(QueueEvent("finished", request.priority, outcome, wait_s=waited, elapsed_s=now - request.arrival,
-                              was_running=request.dispatched_at is not None))
+                              was_running=request.dispatched_at is not None,
+                              in_stream=ticket is not None and ticket.stream_open))
 
     async def _tick_forever(self) -> None:
         next_sample = self.clock() + self.config.pressure.interval_s
+        next_limit = self.clock() + self.config.limit.interval_s
         while True:
             await asyncio.sleep(_TICK_S)
             self.expire_waiters()
             if self.clock() >= next_sample:
                 next_sample = self.clock() + self.config.pressure.interval_s
                 self.sample_pressure()
+            if self.clock() >= next_limit:
+                next_limit = self.clock() + self.config.limit.interval_s
+                self.adjust_limit()
+
+    def adjust_limit(self) -> None:
+        """One step of the adaptive running limit, from the TPOT measured since the last step."""
+        tpot, running = self.pace.take()
+        before = self.admission.max_concurrency
+        self.admission.max_concurrency = self.limit.update(tpot, running)
+        if self.admission.max_concurrency != before:
+            log.debug("running limit %d -> %d (tpot=%.3fs over %.1f running)", before,
+                      self.admission.max_concurrency, tpot or 0.0, running)
+            self._dispatch()
 
     def expire_waiters(self) -> None:
+        """Accepted requests keep the limit of their class as configured: emergency mode tightens
+        the door for newcomers and drops nothing already waiting."""
         now = self.clock()
-        for request in self.queue.expired(now, self.max_wait_s):
+        for request in self.queue.expired(now, self.accepted_wait_s):
             self.queue.remove(request.request_id)
-            limit = self.max_wait_s(request.priority)
+            limit = self.accepted_wait_s(request.priority)
             retry = self.retry_after_s(request.priority)
             error = SchedulerError("queue_timeout", f"waited longer than the {request.priority.value}-priority "
                                    f"limit of {limit:g} s in the queue; retry later", retry)
@@ -234,7 +296,11 @@ class Scheduler:
             log.warning("emergency mode %s: avg_wait=%.2fs high_waiting=%d", state, wait, high)
 
     def max_wait_s(self, priority: PriorityClass) -> float:
-        return self.pressure.max_wait_s(priority, self.config.max_wait_s.of(priority.value))
+        """The wait a newcomer of this class may be promised now."""
+        return self.pressure.max_wait_s(priority, self.accepted_wait_s(priority))
+
+    def accepted_wait_s(self, priority: PriorityClass) -> float:
+        return self.config.max_wait_s.of(priority.value)
 
     def retry_after_s(self, priority: PriorityClass) -> int:
         ahead = self.queue.count_ahead_of_new(self.config.weights.of(priority.value), self.clock())
@@ -268,7 +334,8 @@ class Scheduler:
                       low_max_wait_s: float | None = None) -> None:
         """Live changes from operators; nothing queued is dropped when a limit shrinks."""
         if max_concurrency is not None:
-            self.config.max_concurrency = self.admission.max_concurrency = max_concurrency
+            self.config.max_concurrency = max_concurrency
+            self._set_upper()
         if max_queue_size is not None:
             self.config.max_queue_size = max_queue_size
         if low_max_wait_s is not None:

@@ -71,6 +71,10 @@ class PriorityQueue:
     def count(self, priority: PriorityClass) -> int:
         return len(self._by_class[priority])
 
+    def oldest(self, priority: PriorityClass) -> Request | None:
+        members = self._by_class[priority]
+        return next(iter(members.values())) if members else None
+
     def newest_below(self, priority: PriorityClass) -> Request | None:
         """The most recent waiter of the lowest class ranked below `priority`."""
         for cls in reversed(PriorityClass):

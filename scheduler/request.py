@@ -70,6 +70,7 @@ class Ticket:
 
     request: Request
     events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    stream_open: bool = False  # the client already has a 200: a failure can only be told in-band
     _pending: asyncio.Future | None = None
 
     @property

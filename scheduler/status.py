@@ -24,6 +24,10 @@ def overall_status(s: Scheduler) -> dict:
         "running": s.admission.running,
         "slots": s.admission.max_concurrency,
         "free_slots": s.admission.free_slots,
+        "max_concurrency": s.limit.upper,
+        "adaptive_limit": s.config.limit.adaptive,
+        "measured_tpot_s": _round(s.limit.tpot_s, 4),
+        "slo": {"tpot_s": s.config.slo.tpot_s, "ttft_s": s.config.slo.ttft_s},
         "token_budget": s.admission.token_budget,
         "tokens_in_use": s.admission.tokens_in_use,
         "max_queue_size": s.config.max_queue_size,
@@ -68,5 +72,5 @@ def request_status(s: Scheduler, request_id: str) -> dict:
     }
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(value, digits)

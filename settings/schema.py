@@ -60,13 +60,13 @@ class VllmConfig:
     served_model_name: str = "smollm2-135m-instruct"
     models_dir: str = "models"
     tensor_parallel_size: int = bounded(1, 1, 64)
-    max_num_seqs: int = bounded(32, 1, 4096)
+    max_num_seqs: int = bounded(128, 1, 4096)
     max_model_len: int = bounded(2048, 16)
     gpu_memory_utilization: float = bounded(0.92, 0.05, 1.0)
     block_size: int = bounded(0, 0, 1024)
     enable_prefix_caching: bool = True
     enforce_eager: bool = True
-    kv_cache_memory_bytes: int = bounded(268_435_456, 0)
+    kv_cache_memory_bytes: int = bounded(0, 0)  # 0: on GPUs gpu_memory_utilization, on the CPU engine/kv_size.py
     scheduling_policy: Literal["priority", "fcfs"] = "priority"
     extra_args: dict[str, Any] = field(default_factory=dict)
 
@@ -90,8 +90,28 @@ class PressureConfig:
 
 
 @dataclass(slots=True)
+class SloConfig:
+    """Latency objectives: what an admitted request is promised."""
+
+    tpot_s: float = bounded(0.1, 0.001)
+    ttft_s: float = bounded(1.0, 0.01)
+
+
+@dataclass(slots=True)
+class LimitConfig:
+    """The adaptive running limit: how many sequences the engine may hold while TPOT stays within
+    the objective."""
+
+    adaptive: bool = True
+    initial: int = bounded(8, 1, 4096)
+    headroom: float = bounded(0.15, 0.0, 0.9)
+    interval_s: float = bounded(1.0, 0.05)
+    high_reserve: float = bounded(0.1, 0.0, 0.9)
+
+
+@dataclass(slots=True)
 class SchedulerConfig:
-    max_concurrency: int = bounded(8, 1, 4096)
+    max_concurrency: int = bounded(0, 0, 4096)
     max_queue_size: int = bounded(256, 1, 1_000_000)
     max_wait_s: PerClass = field(default_factory=lambda: PerClass(300.0, 120.0, 60.0))
     weights: PerClass = field(default_factory=lambda: PerClass(10.0, 5.0, 1.0))
@@ -100,6 +120,8 @@ class SchedulerConfig:
     short_max_tokens: int = bounded(64, 1)
     priority_keys: list[str] = field(default_factory=list)
     pressure: PressureConfig = field(default_factory=PressureConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
+    limit: LimitConfig = field(default_factory=LimitConfig)
 
 
 @dataclass(slots=True)

@@ -46,7 +46,7 @@ def test_bad_config_stops_with_one_line():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "config error: scheduler.max_concurrency: -3 is not allowed; expected an integer between 1 and 4096"]
+        "config error: scheduler.max_concurrency: -3 is not allowed; expected an integer between 0 and 4096"]
     unknown = subprocess.run([sys.executable, "app.py", "--preset", "nope"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60)
     assert unknown.returncode == 2 and "preset: 'nope' is not defined" in unknown.stderr

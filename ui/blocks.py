@@ -214,10 +214,11 @@ def _monitor_markdown(s: dict, language: str) -> str:
                   f"- KV cache in use: {kv}")
     waiting = s["waiting"]
     hit = "–" if s["cache_hit_rate"] is None else f"{100 * s['cache_hit_rate']:.0f}%"
-    return (f"{memory}\n\n| waiting high / medium / low | running | avg wait | tokens/s | cache hit rate | "
-            f"emergency | admissions |\n|---|---|---|---|---|---|---|\n"
-            f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} of {s['slots']} | "
-            f"{s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | {hit} | "
+    tpot = "–" if s["tpot_s"] is None else f"{1000 * s['tpot_s']:.0f} ms"
+    return (f"{memory}\n\n| waiting high / medium / low | running / limit | time per token (objective) | avg wait | "
+            f"tokens/s | cache hit rate | emergency | admissions |\n|---|---|---|---|---|---|---|---|\n"
+            f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} / {s['slots']} | "
+            f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | {hit} | "
             f"{'ON' if s['emergency'] else 'off'} | {'paused' if s['admission_paused'] else 'open'} |")
 
 

@@ -68,6 +68,8 @@ def snapshot(services: Services, history: MonitorHistory) -> dict:
         "waiting": {c.value: sched.queue.count(c) for c in PriorityClass},
         "running": sched.admission.running,
         "slots": sched.admission.max_concurrency,
+        "tpot_s": sched.limit.tpot_s,
+        "tpot_objective_s": sched.config.slo.tpot_s,
         "avg_wait_s": sched.avg_wait_s(),
         "tokens_per_s": history.samples[-1].tokens_per_s if history.samples else 0.0,
         "cache_hit_rate": cache["hit_rate"] if cache else None,

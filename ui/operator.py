@@ -16,8 +16,8 @@ def apply_limits(services: Services, max_concurrency: int, max_queue_size: int, 
                  admin_key: str = "") -> str:
     _check_admin(services, admin_key)
     limit = min(MAX_CONCURRENCY, services.engine.capabilities.max_num_seqs or MAX_CONCURRENCY)
-    if not 1 <= max_concurrency <= limit:
-        raise SettingsError(f"maximum concurrency must be between 1 and {limit} (the engine's sequence slots)")
+    if not 0 <= max_concurrency <= limit:
+        raise SettingsError(f"maximum concurrency must be between 0 (the engine's slots) and {limit}")
     if not 1 <= max_queue_size <= 1_000_000:
         raise SettingsError("queue size must be between 1 and 1000000")
     if not 0.1 <= low_max_wait_s <= 86_400:

@@ -8,12 +8,12 @@ def test_repository_config_and_presets_load(tmp_path):
     assert base.engine.backend == "vllm" and base.scheduler.max_wait_s.low == 60
     assert base.engine.vllm.model == "bundled:smollm2-135m-instruct"
     team = load_config("config.yaml", preset="team")
-    assert team.scheduler.max_concurrency == 16
+    assert team.scheduler.max_concurrency == 0 and team.scheduler.limit.adaptive  # the engine's slots, adaptive
     teaching = load_config("config.yaml", preset="teaching")
     assert teaching.server.default_max_tokens == 512 and teaching.scheduler.max_queue_size == 1024
     gpu = load_config("config.yaml", preset="team,gpt-oss-20b")
     assert gpu.engine.vllm.model == "openai/gpt-oss-20b" and gpu.engine.vllm.max_model_len == 8192
-    assert gpu.engine.vllm.kv_cache_memory_bytes == 0 and gpu.scheduler.max_concurrency == 32
+    assert gpu.engine.vllm.kv_cache_memory_bytes == 0 and gpu.engine.vllm.max_num_seqs == 128
     assert gpu.scheduler.max_queue_size == 256  # from team
 
 
@@ -30,7 +30,7 @@ def test_overrides_are_typed_from_the_schema():
 
 
 @pytest.mark.parametrize("override, message", [
-    ("scheduler.max_concurrency=0", "scheduler.max_concurrency: 0 is not allowed; expected an integer between 1 and 4096"),
+    ("scheduler.max_concurrency=-1", "scheduler.max_concurrency: -1 is not allowed; expected an integer between 0 and 4096"),
     ("scheduler.max_concurrency=many", "scheduler.max_concurrency: 'many' is not allowed; expected an integer"),
     ("scheduler.max_wait_s.low=-1", "scheduler.max_wait_s.low: -1.0 is not allowed; expected a number >= 0.0"),
     ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: vllm, sim"),

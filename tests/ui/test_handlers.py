@@ -141,12 +141,13 @@ async def test_operator_limits_are_validated_and_live():
     services = await services_with("server.admin_keys=[adm]", "engine.sim.max_num_seqs=16")
     with pytest.raises(SettingsError, match="admin key"):
         apply_limits(services, 4, 10, 30)
-    with pytest.raises(SettingsError, match="between 1 and 16"):
+    with pytest.raises(SettingsError, match=r"between 0 \(the engine's slots\) and 16"):
         apply_limits(services, 17, 10, 30, "adm")
     assert apply_limits(services, 3, 10, 30, "adm").startswith("applied")
     assert services.scheduler.admission.max_concurrency == 3 and services.scheduler.config.max_queue_size == 10
     assert services.scheduler.max_wait_s(PriorityClass.LOW) == 30
-    assert apply_preset(services, "team", "config.yaml", "adm") == (16, 256, 60.0)
+    assert apply_preset(services, "team", "config.yaml", "adm") == (0, 256, 60.0)
+    assert services.scheduler.limit.upper == 16  # 0: the engine's slots
     with pytest.raises(SettingsError, match="not defined"):
         apply_preset(services, "huge", "config.yaml", "adm")
     await close(services)
