@@ -163,3 +163,40 @@ def test_waiting_stream_that_disconnects_leaves_the_queue(make_server):
     live.wait_for(lambda s: s["waiting_total"] == 0, timeout=5)
     assert live.status(request_id="leaver")["outcome"] == "disconnect"
     blocker["thread"].join(30)
+
+
+def test_a_stream_that_could_not_start_in_time_gets_429_before_any_byte(make_server):
+    live = make_server(*SLOW, "scheduler.max_wait_s.low=1")
+    assert chat(live.url, max_tokens=100).status_code == 200  # 2 s of service: the drain rate is now known
+    blocker = in_thread(chat, live.url, max_tokens=300)
+    live.wait_for(lambda s: s["running"] == 1)
+    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
+    started = time.monotonic()
+    with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"},
+                      timeout=30) as response:
+        body = response.read()
+    assert time.monotonic() - started < 0.9  # decided at the door, not after waiting
+    assert response.status_code == 429 and response.headers["content-type"] == "application/json"
+    assert response.json()["error"]["code"] == "queue_wait_limit" and int(response.headers["retry-after"]) >= 1
+    assert b"data:" not in body
+    assert 'gptoss_requests_rejected_total{priority="low",reason="wait_limit"} 1.0' in metrics(live)
+    blocker["thread"].join(30)
+
+
+def test_a_queue_timeout_after_the_stream_opened_is_counted_apart(make_server):
+    live = make_server(*SLOW, "scheduler.max_wait_s.low=1.5")  # nothing finished yet: the door cannot predict
+    blocker = in_thread(chat, live.url, max_tokens=200)
+    live.wait_for(lambda s: s["running"] == 1)
+    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
+    with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"},
+                      timeout=30) as response:
+        lines = [line for line in response.iter_lines() if line.startswith("data:")]
+    assert response.status_code == 200 and '"code":"queue_timeout"' in lines[-1]
+    text = metrics(live)
+    assert 'gptoss_requests_failed_in_stream_total{priority="low",reason="timeout"} 1.0' in text
+    assert 'gptoss_requests_timed_out_total{priority="low"} 1.0' in text
+    blocker["thread"].join(30)
+
+
+def metrics(live) -> str:
+    return httpx.get(live.url + "/metrics", timeout=10).text

@@ -10,15 +10,16 @@ from engine.base import Delta
 from engine.sim import SimEngine
 from scheduler.loop import Scheduler
 from scheduler.request import Dispatched, PriorityClass as P, SchedulerError
-from settings.schema import PerClass, SchedulerConfig, SimConfig
+from settings.schema import LimitConfig, PerClass, SchedulerConfig, SimConfig, SloConfig
 from tests.scheduler.factory import FakeClock, make_request
 
 
-async def started(slots: int = 1, queue: int = 100, kv_tokens: int = 100_000, latency_ms: float = 1.0,
+async def started(slots: int = 1, queue: int = 100, kv_tokens: int = 1_000_000, latency_ms: float = 1.0,
                   clock=None, **cfg) -> Scheduler:
     engine = SimEngine(SimConfig(token_latency_ms=latency_ms, prefill_ms_per_token=0, kv_tokens=kv_tokens))
     await engine.start()
     kwargs = {"clock": clock} if clock else {}
+    cfg.setdefault("limit", LimitConfig(adaptive=False))  # a fixed running limit of `slots`
     sched = Scheduler(SchedulerConfig(max_concurrency=slots, max_queue_size=queue, **cfg), engine, **kwargs)
     await sched.start()
     return sched
@@ -174,4 +175,78 @@ async def test_removing_a_blocked_head_lets_the_next_request_in():
     assert sched.admission.running == 1  # the small one waits behind the head
     sched.cancel(big.request_id)
     assert sched.admission.running == 2 and isinstance(await small.events.get(), Dispatched)
+    await stop(sched)
+
+
+async def test_high_takes_the_slots_kept_for_it_while_low_waits():
+    sched = await started(slots=10, latency_ms=50)  # 10 % of 10 slots: one kept for high
+    lows = [sched.submit(make_request(P.LOW, max_tokens=200)) for _ in range(11)]
+    assert sched.admission.running == 9 and len(sched.queue) == 2
+    high = sched.submit(make_request(P.HIGH, max_tokens=5))
+    assert isinstance(await asyncio.wait_for(high.events.get(), 1), Dispatched)
+    assert sched.admission.running == 10 and all(t.request.state.value == "queued" for t in lows[9:])
+    await stop(sched)
+
+
+async def test_a_high_behind_an_aged_low_head_still_takes_its_slot():
+    clock = FakeClock()
+    sched = await started(slots=10, latency_ms=50, clock=clock)
+    for _ in range(10):
+        sched.submit(make_request(P.LOW, max_tokens=200))
+    clock.advance(60)  # the waiting low has aged past any fresh high
+    high = sched.submit(make_request(P.HIGH, max_tokens=5))
+    assert sched.queue.peek().priority is P.LOW
+    assert isinstance(await asyncio.wait_for(high.events.get(), 1), Dispatched)
+    await stop(sched)
+
+
+async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_door():
+    sched = await started(slots=1, latency_ms=50, max_wait_s=PerClass(300, 120, 60))
+    sched.submit(make_request(P.LOW, max_tokens=500))
+    sched.drain.record(10.0)  # one request every 10 s
+    accepted = [sched.submit(make_request(P.LOW)) for _ in range(6)]  # the 6th starts after ~60 s
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(P.LOW))
+    assert err.value.kind == "wait_limit" and err.value.retry_after_s >= 1
+    assert "60 s" in err.value.message and len(sched.queue) == len(accepted)
+    sched.submit(make_request(P.HIGH))  # high jumps the queue: it would start at once
+    await stop(sched)
+
+
+async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
+    clock = FakeClock()
+    sched = await started(slots=1, latency_ms=50, clock=clock)
+    sched.submit(make_request(P.LOW, max_tokens=500))
+    sched.drain.record(10.0)
+    accepted = sched.submit(make_request(P.LOW))
+    for _ in range(3):
+        sched.submit(make_request(P.HIGH))
+    sched.sample_pressure()
+    assert sched.pressure.emergency and sched.max_wait_s(P.LOW) == 20.0
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(P.LOW))  # behind three high and one low: ~50 s
+    assert err.value.kind == "wait_limit" and "20 s" in err.value.message
+    clock.advance(30)
+    sched.expire_waiters()
+    assert accepted.events.empty() and accepted.request_id in sched.queue  # promised 60 s, not 20
+    await stop(sched)
+
+
+async def test_the_running_limit_follows_the_engine_tpot():
+    # Simulated step: 4 ms * (1 + 0.1 * (running - 1)); objective 40 ms per token.
+    engine = SimEngine(SimConfig(token_latency_ms=4, batch_slowdown=0.1, prefill_ms_per_token=0,
+                                 natural_stop=False, kv_tokens=1_000_000))
+    await engine.start()
+    config = SchedulerConfig(max_queue_size=1000, slo=SloConfig(tpot_s=0.04),
+                             limit=LimitConfig(initial=4, interval_s=0.2))
+    sched = Scheduler(config, engine)
+    await sched.start()
+    for _ in range(200):
+        sched.submit(make_request(P.LOW, max_tokens=2000))
+    await asyncio.sleep(3)
+    grown = sched.admission.max_concurrency
+    assert grown > 12, (grown, sched.limit.tpot_s)  # the knee is near 76 running
+    engine.config.token_latency_ms = 40  # ten times slower per step: past the objective at any batch
+    await asyncio.sleep(2)
+    assert sched.admission.max_concurrency < grown / 2, (grown, sched.admission.max_concurrency)
     await stop(sched)

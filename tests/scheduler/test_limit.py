@@ -1,0 +1,77 @@
+"""The adaptive running limit (pure) and the TPOT it is fed."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.limit import ConcurrencyLimit
+from scheduler.pace import TokenPace
+from settings.schema import LimitConfig
+
+OBJECTIVE = 0.1
+TARGET = OBJECTIVE * (1 - LimitConfig().headroom)
+
+
+def run(limit: ConcurrencyLimit, base_s: float, per_seq_s: float, steps: int, demand: int = 10_000) -> list[int]:
+    """Drive the controller against a batch whose TPOT is base + per_seq * running."""
+    trace = []
+    for _ in range(steps):
+        running = min(limit.value, demand)
+        limit.update(base_s + per_seq_s * running, running)
+        trace.append(limit.value)
+    return trace
+
+
+def knee(base_s: float, per_seq_s: float) -> float:
+    return (TARGET - base_s) / per_seq_s
+
+
+@pytest.mark.parametrize("base_s, per_seq_s", [(0.03, 0.002), (0.03, 0.004), (0.015, 0.0005), (0.05, 0.001)])
+def test_converges_to_the_knee_of_the_tpot_curve(base_s, per_seq_s):
+    limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
+    trace = run(limit, base_s, per_seq_s, steps=30)
+    assert knee(base_s, per_seq_s) * 0.85 <= trace[-1] <= knee(base_s, per_seq_s) * 1.05
+    assert len(set(trace[-10:])) <= 2  # settled, not oscillating
+
+
+def test_follows_the_knee_when_the_curve_moves():
+    limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
+    run(limit, 0.03, 0.002, steps=30)
+    assert 23 <= limit.value <= 28
+    run(limit, 0.03, 0.004, steps=20)  # each sequence now costs twice as much: back off
+    assert 11 <= limit.value <= 14
+    run(limit, 0.03, 0.001, steps=30)  # and cheaper again: grow
+    assert 46 <= limit.value <= 56
+
+
+def test_never_passes_the_upper_bound_and_starts_below_it():
+    limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=32)
+    assert limit.value == 8
+    assert run(limit, 0.01, 0.0001, steps=20)[-1] == 32  # a GPU: the knee is far past the engine's slots
+    limit.set_upper(4)
+    assert limit.value == 4
+    assert ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=3).value == 3
+
+
+def test_does_not_grow_while_the_load_leaves_the_limit_unused():
+    limit = ConcurrencyLimit(LimitConfig(initial=20), OBJECTIVE, upper=512)
+    run(limit, 0.03, 0.0001, steps=20, demand=3)
+    assert limit.value == 20
+    limit.update(None, 0)  # nothing decoded: hold
+    assert limit.value == 20
+
+
+def test_fixed_when_not_adaptive():
+    limit = ConcurrencyLimit(LimitConfig(adaptive=False, initial=8), OBJECTIVE, upper=64)
+    assert run(limit, 0.5, 0.1, steps=5) == [64] * 5
+
+
+def test_pace_is_the_token_weighted_gap_per_interval():
+    pace = TokenPace()
+    assert pace.take() == (None, 0.0)
+    pace.record(0.2, 2, running=4)  # two tokens in one output: 0.1 s each
+    pace.record(0.1, 1, running=7)
+    pace.record(5.0, 0, running=7)  # an empty final output carries no token
+    tpot, running = pace.take()
+    assert tpot == pytest.approx(0.1) and running == pytest.approx(5.0)
+    assert pace.take() == (None, 0.0)
