@@ -15,6 +15,7 @@ from settings.schema import LimitConfig
 _STEP = 0.5  # how far towards the estimate one interval moves
 _DEADBAND = 0.05  # TPOT within 5 % of the set point: hold
 _MAX_GROWTH = 2.0  # at most doubling per interval
+_SMOOTHING = 0.5  # weight of the newest reading: one noisy interval must not halve the batch
 _BUSY = 0.8  # grow only while the limit is what holds the batch back
 
 
@@ -43,11 +44,14 @@ class ConcurrencyLimit:
 
     def update(self, tpot_s: float | None, running: float) -> int:
         """One control step from the TPOT measured over the last interval with `running` sequences
-        (mean over the interval); no reading (nothing decoded) leaves the limit where it is."""
-        if tpot_s is None or running <= 0 or not self.config.adaptive:
+        (mean over the interval), smoothed over intervals; no reading (nothing decoded) leaves the
+        limit where it is."""
+        if tpot_s is None or running <= 0:
             return self.value
-        self.tpot_s = tpot_s
-        ratio = self.target_s / max(tpot_s, 1e-6)
+        self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
+        if not self.config.adaptive:
+            return self.value
+        ratio = self.target_s / max(self.tpot_s, 1e-6)
         if abs(ratio - 1) <= _DEADBAND:
             return self.value
         estimate = running * ratio

@@ -22,7 +22,8 @@ from settings import load_config
 
 FAST_SIM = ["engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
             "engine.sim.natural_stop=false", "logging.file=", "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
-VLLM = ["engine.backend=vllm", "engine.vllm.max_num_seqs=1", "scheduler.max_concurrency=8", "logging.file=",
+VLLM = ["engine.backend=vllm", "engine.vllm.max_num_seqs=1", "engine.vllm.kv_cache_memory_bytes=268435456",
+        "scheduler.max_concurrency=8", "logging.file=",
         "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
 
 

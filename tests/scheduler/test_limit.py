@@ -36,12 +36,9 @@ def test_converges_to_the_knee_of_the_tpot_curve(base_s, per_seq_s):
 
 def test_follows_the_knee_when_the_curve_moves():
     limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
-    run(limit, 0.03, 0.002, steps=30)
-    assert 23 <= limit.value <= 28
-    run(limit, 0.03, 0.004, steps=20)  # each sequence now costs twice as much: back off
-    assert 11 <= limit.value <= 14
-    run(limit, 0.03, 0.001, steps=30)  # and cheaper again: grow
-    assert 46 <= limit.value <= 56
+    for per_seq_s in (0.002, 0.004, 0.001):  # each sequence costs twice as much, then a quarter of that
+        run(limit, 0.03, per_seq_s, steps=30)
+        assert knee(0.03, per_seq_s) * 0.85 <= limit.value <= knee(0.03, per_seq_s) * 1.05
 
 
 def test_never_passes_the_upper_bound_and_starts_below_it():
@@ -64,6 +61,7 @@ def test_does_not_grow_while_the_load_leaves_the_limit_unused():
 def test_fixed_when_not_adaptive():
     limit = ConcurrencyLimit(LimitConfig(adaptive=False, initial=8), OBJECTIVE, upper=64)
     assert run(limit, 0.5, 0.1, steps=5) == [64] * 5
+    assert limit.tpot_s is not None  # still measured and reported
 
 
 def test_pace_is_the_token_weighted_gap_per_interval():
