@@ -14,7 +14,8 @@ from typing import Callable
 
 from engine.base import EngineBackend, EngineError
 from scheduler.admission import AdmissionController
-from scheduler.estimate import ArrivalRates, DrainEstimator, retry_after
+from scheduler.door import predicted_wait_s, queue_room, wait_refusal
+from scheduler.estimate import ArrivalRates, DrainEstimator
 from scheduler.events import Listener, QueueEvent
 from scheduler.limit import ConcurrencyLimit
 from scheduler.pace import TokenPace
@@ -81,7 +82,8 @@ class Scheduler:
             request.arrival = self.clock()
             self.arrivals.record(request.priority, request.arrival)
             self._check_door(request)
-            if len(self.queue) >= self._queue_room(request.priority):
+            if len(self.queue) >= queue_room(self.config.max_queue_size, request.priority,
+                                             self.config.limit.high_reserve):
                 self._make_room(request)
         except SchedulerError as exc:
             if exc.kind != "duplicate_id":
@@ -125,26 +127,12 @@ class Scheduler:
             )
 
     def _check_door(self, request: Request) -> None:
-        """Refuse now, before any stream opens, a request predicted to wait past its class's limit
-        (tightened in emergency mode): a 429 a client can retry beats a stream that fails later."""
-        if not self.queue and self.admission.fits(request):
-            return
-        ahead = self.queue.count_ahead_of_new(request.score, request.arrival)
-        jumpers = self.arrivals.above(request.priority, request.arrival)
-        wait = self.drain.wait_s(ahead + 1, self.admission.slots_for(request.priority), jumpers)
-        limit = self.max_wait_s(request.priority)
-        if wait is None or wait <= limit:
-            return
-        log.info("reject id=%s class=%s reason=wait_limit predicted_wait=%.1fs limit=%gs", request.request_id,
-                 request.priority.value, wait, limit)
-        raise SchedulerError("wait_limit", f"the queue would hold this {request.priority.value}-priority request "
-                             f"about {wait:.0f} s, past its limit of {limit:g} s; retry later",
-                             retry_after(wait - limit))
-
-    def _queue_room(self, priority: PriorityClass) -> int:
-        """High may use the whole queue; the others leave it a share, so high rarely displaces."""
-        size = self.config.max_queue_size
-        return size if priority is PriorityClass.HIGH else size - int(size * self.config.limit.high_reserve)
+        wait = predicted_wait_s(request, self.queue, self.admission, self.drain, self.arrivals)
+        refusal = wait_refusal(request, wait, self.max_wait_s(request.priority))
+        if refusal is not None:
+            log.info("reject id=%s class=%s reason=wait_limit predicted_wait=%.1fs", request.request_id,
+                     request.priority.value, wait)
+            raise refusal
 
     def _make_room(self, newcomer: Request) -> None:
         """A full queue rejects the newcomer, unless it is high and can displace a lower waiter."""

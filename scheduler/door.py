@@ -1,0 +1,38 @@
+"""Decide at the door: refuse at arrival what would not start within its class's wait limit.
+
+A refusal before the stream opens is an HTTP 429 with Retry-After that clients (the OpenAI SDK
+among them) retry; the same refusal after a stream opened is an error event nobody can retry.
+Pure: it reads the queue and the estimates and returns a decision.
+"""
+
+from __future__ import annotations
+
+from scheduler.admission import AdmissionController
+from scheduler.estimate import ArrivalRates, DrainEstimator, retry_after
+from scheduler.queue import PriorityQueue
+from scheduler.request import PriorityClass, Request, SchedulerError
+
+
+def predicted_wait_s(request: Request, queue: PriorityQueue, admission: AdmissionController,
+                     drain: DrainEstimator, arrivals: ArrivalRates) -> float | None:
+    """Seconds until `request` would start: 0 when it fits now, None before anything has finished."""
+    if not queue and admission.fits(request):
+        return 0.0
+    ahead = queue.count_ahead_of_new(request.score, request.arrival)
+    jumpers = arrivals.above(request.priority, request.arrival)
+    return drain.wait_s(ahead + 1, admission.slots_for(request.priority), jumpers)
+
+
+def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> SchedulerError | None:
+    if wait_s is None or wait_s <= limit_s:
+        return None
+    return SchedulerError("wait_limit", f"the queue would hold this {request.priority.value}-priority request "
+                          f"about {wait_s:.0f} s, past its limit of {limit_s:g} s; retry later",
+                          retry_after(wait_s - limit_s))
+
+
+def queue_room(max_queue_size: int, priority: PriorityClass, high_reserve: float) -> int:
+    """High may use the whole queue; the others leave it a share, so high rarely displaces."""
+    if priority is PriorityClass.HIGH:
+        return max_queue_size
+    return max_queue_size - int(max_queue_size * high_reserve)
