@@ -281,7 +281,7 @@ def test_apply_concurrency_limit(make_ui_server: Callable, open_page: Callable, 
     page = open_page(live)
     open_advanced(page)
     box = page.locator("#max-concurrency input")
-    expect(box).to_have_value("8")
+    expect(box).to_have_value("0")  # 0: the engine's slots bound the adaptive limit
     box.fill("3")
     shot(page, "filled")
     page.locator("#apply-limits").click()
@@ -360,5 +360,6 @@ def test_monitor_tab(ui_server: LiveServer, open_page: Callable, shot: Callable)
     expect(monitor).to_contain_text("No GPU here", timeout=3_000)
     expect(monitor.locator("table")).to_be_visible(timeout=3_000)
     expect(monitor.locator("table")).to_contain_text("waiting high / medium / low")
-    expect(monitor.locator("table")).to_contain_text("of 8")
+    expect(monitor.locator("table")).to_contain_text("0 / 8")  # running / limit
+    expect(monitor.locator("table")).to_contain_text("(100 ms)")  # the TPOT objective
     shot(page, "shown")
