@@ -35,6 +35,7 @@ test-fast: $(VENV)/.installed-test
 	$(PY) -m pytest -m "not vllm" $(ARGS)
 
 bench: $(VENV)/.installed-test
+	$(PY) -m pip install --quiet -r requirements-bench.txt
 	$(PY) bench/scheduler.py $(ARGS)
 
 clean:

@@ -46,22 +46,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-# Run as `python bench/cache.py`, Python puts bench/ first on sys.path, where this very file would
-# shadow the `cache` package: drop it and put the repository root first instead.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-# The output helpers and the server runner are the scheduler benchmark's, so both read the same.
-from bench.scheduler import (  # noqa: E402
+from bench.common import (  # noqa: E402
+    NO_STORE,
+    SIM_SERVER_SETTINGS,
+    LoadResult,
     Progress,
     Stats,
+    app_argv,
     free_port,
+    load_row,
     note,
-    own_cpu_s,
+    one_connection_client,
     process_cpu_s,
-    server_process,
+    repeat_load,
+    running_server,
     table,
 )
 
@@ -69,16 +69,7 @@ HIT_P50_TARGET_MS = 3.0
 LOOKUP_ADDED_TARGET_MS = 1.0
 ZIPF_S = 1.1
 REPEAT_FRACTIONS = (0.0, 0.2, 0.5)
-SERVER_SETTINGS = [
-    "engine.backend=sim",  # explicit: the configured default may be a real engine
-    "engine.sim.token_latency_ms=0",
-    "engine.sim.prefill_ms_per_token=0",
-    "logging.file=",
-    "logging.level=WARNING",
-    "scheduler.max_concurrency=64",
-    "scheduler.max_queue_size=100000",
-]
-NO_STORE = {"Cache-Control": "no-store"}
+SERVER_SETTINGS = SIM_SERVER_SETTINGS
 MAX_TOKENS = 16
 
 
@@ -93,14 +84,8 @@ def prompt_text(tag: str, i: int) -> str:
             "and what a response cache saves when scripts repeat the same question.")
 
 
-def new_client(url: str):  # noqa: ANN201 - httpx imported lazily
-    import httpx
-
-    return httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=1))
-
-
 async def api_json(url: str, method: str, path: str) -> dict:
-    async with new_client(url) as client:
+    async with one_connection_client(url) as client:
         response = await client.request(method, path)
         response.raise_for_status()
         return response.json()
@@ -113,92 +98,9 @@ def ms(values_s: Sequence[float]) -> list[float]:
 # ----------------------------------------------------------------------------- part 1: hits
 
 
-@dataclass
-class LoadResult:
-    latencies_s: list[float] = field(default_factory=list)
-    cache_status: dict[str, int] = field(default_factory=dict)
-    errors: int = 0
-    wall_s: float = 0.0
-    client_cpu_s: float = 0.0
-    server_cpu_s: float | None = 0.0
-    error_sample: str = ""
-
-    def merge(self, other: LoadResult) -> None:
-        self.latencies_s.extend(other.latencies_s)
-        for k, v in other.cache_status.items():
-            self.cache_status[k] = self.cache_status.get(k, 0) + v
-        self.errors += other.errors
-        self.wall_s += other.wall_s
-        self.client_cpu_s += other.client_cpu_s
-        if self.server_cpu_s is None or other.server_cpu_s is None:
-            self.server_cpu_s = None
-        else:
-            self.server_cpu_s += other.server_cpu_s
-        self.error_sample = self.error_sample or other.error_sample
-
-
-async def _load(url: str, pid: int, body: dict, headers: dict[str, str], concurrency: int, warmup_s: float,
-                duration_s: float, label: str) -> LoadResult:
-    """The same request from `concurrency` workers for duration_s after warmup_s; X-Cache counted."""
-    import httpx
-
-    result = LoadResult()
-    clients = [new_client(url) for _ in range(concurrency)]
-    async with contextlib.AsyncExitStack() as stack:
-        for client in clients:
-            await stack.enter_async_context(client)
-        recording = False
-        stop_at = 0.0
-
-        async def worker(client: httpx.AsyncClient) -> None:
-            while time.perf_counter() < stop_at:
-                t0 = time.perf_counter()
-                try:
-                    response = await client.post("/v1/chat/completions", json=body, headers=headers)
-                    ok = response.status_code == 200
-                    if not ok and not result.error_sample:
-                        result.error_sample = f"{response.status_code} {response.text[:200]}"
-                    status = response.headers.get("x-cache", "none")
-                except httpx.HTTPError as exc:
-                    ok, status = False, "error"
-                    if not result.error_sample:
-                        result.error_sample = repr(exc)
-                dt = time.perf_counter() - t0
-                if recording:
-                    if ok:
-                        result.latencies_s.append(dt)
-                        result.cache_status[status] = result.cache_status.get(status, 0) + 1
-                    else:
-                        result.errors += 1
-
-        async def reporter(progress: Progress, start: float) -> None:
-            while True:
-                await asyncio.sleep(0.5)
-                progress.update(round(time.perf_counter() - start, 1), f"{len(result.latencies_s):,} req")
-
-        stop_at = time.perf_counter() + warmup_s
-        await asyncio.gather(*(worker(c) for c in clients))
-        recording = True
-        server_cpu0, client_cpu0 = process_cpu_s(pid), own_cpu_s()
-        start = time.perf_counter()
-        stop_at = start + duration_s
-        progress = Progress(label, float(duration_s), "s")
-        rep = asyncio.create_task(reporter(progress, start))
-        await asyncio.gather(*(worker(c) for c in clients))
-        result.wall_s = time.perf_counter() - start
-        server_cpu1 = process_cpu_s(pid)
-        result.client_cpu_s = own_cpu_s() - client_cpu0
-        result.server_cpu_s = None if server_cpu0 is None or server_cpu1 is None else server_cpu1 - server_cpu0
-        rep.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await rep
-        progress.done(f"{len(result.latencies_s):,} req")
-    return result
-
-
 async def _prime(url: str, body: dict) -> tuple[str, str]:
     """Send the request twice: the first stores it (MISS), the second must come back a HIT."""
-    async with new_client(url) as client:
+    async with one_connection_client(url) as client:
         statuses = []
         for _ in range(2):
             response = await client.post("/v1/chat/completions", json=body)
@@ -223,7 +125,7 @@ def run_part1(url: str, pid: int, args: argparse.Namespace, summary: list[list[o
             order = modes if rnd % 2 == 0 else modes[::-1]
             for name, headers in order:
                 label = f"{name} c={c} round {rnd + 1}/{rounds}"
-                r = asyncio.run(_load(url, pid, body, headers, c, warmup, duration / rounds, label))
+                r = asyncio.run(repeat_load(url, pid, body, headers, c, warmup, duration / rounds, label))
                 results.setdefault((name, c), LoadResult()).merge(r)
 
     rows = []
@@ -232,14 +134,9 @@ def run_part1(url: str, pid: int, args: argparse.Namespace, summary: list[list[o
     for c in (1, 16):
         for name, _ in modes:
             r = results[(name, c)]
-            st = Stats.of(ms(r.latencies_s))
-            stats[(name, c)] = st
+            row, stats[(name, c)], _ = load_row(name, c, r)
             rps[(name, c)] = len(r.latencies_s) / r.wall_s if r.wall_s else 0.0
-            server_us = f"{r.server_cpu_s / st.n * 1e6:,.0f}" if r.server_cpu_s is not None and st.n else "-"
-            x_cache = ", ".join(f"{k}={v:,}" for k, v in sorted(r.cache_status.items()))
-            rows.append([name, c, f"{st.n:,}", r.errors, f"{rps[(name, c)]:,.0f}", f"{st.p50:.2f}",
-                         f"{st.p99:.2f}", f"{st.mean:.2f}", f"{st.max:.2f}", server_us,
-                         f"{r.client_cpu_s / r.wall_s:.0%}" if r.wall_s else "-", x_cache])
+            rows.append([*row, ", ".join(f"{k}={v:,}" for k, v in sorted(r.cache_status.items()))])
     errors = [f"{name} c={c}: {r.error_sample}" for (name, c), r in results.items() if r.error_sample]
     print()
     print(table(
@@ -287,7 +184,7 @@ async def _misses(url: str, pid: int, blocks: int, per_block: int, warmup: int, 
     expected = {"on": "MISS", "no-store": "BYPASS"}
     counter = 0
     progress = Progress("misses: cache on vs no-store", blocks * 2)
-    async with new_client(url) as client:
+    async with one_connection_client(url) as client:
 
         async def one(mode: str) -> float | None:
             nonlocal counter
@@ -460,7 +357,7 @@ async def _replay(url: str, stream: ZipfStream, tag: str, concurrency: int, labe
             if i % 200 == 0:
                 progress.update(i)
 
-    clients = [new_client(url) for _ in range(concurrency)]
+    clients = [one_connection_client(url) for _ in range(concurrency)]
     async with contextlib.AsyncExitStack() as stack:
         for client in clients:
             await stack.enter_async_context(client)
@@ -549,10 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
         settings = [*SERVER_SETTINGS, f"cache.path={Path(tmp) / 'cache.sqlite3'}"]
-        argv_server = [sys.executable, "app.py", "--port", str(port)]
-        for s in settings:
-            argv_server += ["--set", s]
-        with server_process("ours", argv_server, port) as (url, pid):
+        with running_server("ours", app_argv(port, settings), port) as server:
+            url, pid = server.url, server.pid
             stats = asyncio.run(api_json(url, "GET", "/v1/cache/stats"))
             if not stats.get("enabled"):
                 raise RuntimeError(f"the server's cache is not enabled: {stats}")

@@ -48,38 +48,48 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-# Run as `python bench/engine.py`, Python puts bench/ first on sys.path, where this very file would
-# shadow the `engine` package: drop it and put the repository root first (bench.scheduler does too).
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.scheduler import Stats, free_port, note, process_cpu_s, table  # noqa: E402
+from bench.common import (  # noqa: E402
+    MODEL_DIR,
+    MODEL_NAME,
+    NO_STORE,
+    OFFLINE_ENV,
+    PROMPTS,
+    ServerProcess,
+    Stats,
+    StreamResult,
+    app_argv,
+    available_gib,
+    free_port,
+    git_head,
+    note,
+    one_connection_client,
+    own_cpu_s,
+    stop_on_sigterm,
+    stream_chat,
+    system_busy_s,
+    table,
+    venv_python,
+)
 
-MODEL_DIR = "models/smollm2-135m-instruct"
-MODEL_NAME = "smollm2-135m-instruct"
+if TYPE_CHECKING:
+    import httpx
+
 CONCURRENCIES = (1, 4, 8)
 MAX_TOKENS = 128
-NO_CACHE = {"Cache-Control": "no-store"}  # our response cache would otherwise replay seeded answers
 TEMPERATURE = 0.8
 THROUGHPUT_RATIO_TARGET = 0.95
 ADDED_TTFT_TARGET_MS = 10.0
-START_TIMEOUT_S = 240.0
-STOP_TIMEOUT_S = 15.0
 SETTLE_MAX_S = 5.0  # between cells: wait for both servers to go quiet, at most this long
 SETTLE_STEP_S = 0.25
 SETTLE_BUSY_CORES = 0.2
@@ -90,36 +100,6 @@ OURS_SETTINGS = ["logging.file=", "logging.level=WARNING", "scheduler.max_concur
 VLLM_ARGS = ["--model", MODEL_DIR, "--served-model-name", MODEL_NAME, "--host", "127.0.0.1",
              "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", "268435456",
              "--enable-prefix-caching", "--scheduling-policy", "priority", "--max-num-seqs", "32"]
-
-# About 50 words each; with SmolLM2's chat template (its default system prompt) ~90-100 tokens, under
-# one 128-token KV block on the CPU, so the prefix cache never skips a prompt's prefill.
-PROMPTS = [
-    "You are helping a small team plan a weekend hiking trip in the mountains. Describe, step by step, how "
-    "they should prepare: what to pack, how to check the weather, how to choose a safe trail, what to eat, "
-    "and how to stay in touch if someone gets lost. Be detailed and practical.",
-    "Explain to a new employee how the office coffee machine, the shared printer and the meeting room "
-    "booking system work. Cover the common mistakes people make, what to do when something breaks, and who "
-    "to ask for help. Write it as a friendly, detailed guide with several numbered steps.",
-    "Write a long story about a lighthouse keeper on a remote island who finds a message in a bottle. "
-    "Describe the island, the keeper's daily routine, the storm that brings the bottle, what the message "
-    "says, and what the keeper decides to do next. Use vivid details and some dialogue.",
-    "A student wants to learn to cook simple, healthy meals on a small budget. Give a detailed weekly plan "
-    "with breakfast, lunch and dinner ideas, a shopping list, tips for storing leftovers, and advice on "
-    "which kitchen tools are worth buying first. Explain your reasons for each choice.",
-    "Describe how a city could reduce traffic in its centre over the next five years. Discuss public "
-    "transport, cycling lanes, parking prices, delivery vans and working from home. For each idea, explain "
-    "the benefits, the costs, who might object, and how the city could win them over.",
-    "Teach a beginner how to care for houseplants. Explain light, watering, soil, pots, fertiliser and "
-    "pests, and describe five easy plants for a dark flat with their needs. Finish with a checklist the "
-    "beginner can follow every week to keep the plants healthy through the whole year.",
-    "Imagine you are a tour guide in an old European town. Give a detailed walking tour: where it starts, "
-    "the buildings and squares on the way, a short history of each, a good place for lunch, and advice for "
-    "visitors about tickets, opening hours, comfortable shoes and the best time of day.",
-    "Explain how to prepare for a job interview at a software company. Cover researching the company, "
-    "practising coding questions, talking about past projects, questions to ask the interviewers, what to "
-    "wear, and how to follow up afterwards. Give concrete examples for every step of the way.",
-]
-
 
 @dataclass
 class Plan:
@@ -134,147 +114,13 @@ FULL = Plan(rounds=6, per_worker={1: 4, 4: 3, 8: 3})
 # ----------------------------------------------------------------------------- processes
 
 
-def _proc_children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def descendants(pid: int) -> list[int]:
-    children, out, todo = _proc_children(), [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def system_busy_s() -> float:
-    """CPU seconds spent busy by all CPUs since boot (/proc/stat: everything but idle and iowait)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-def available_gib() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 2**20
-    return float("inf")
-
-
-class ServerProcess:
-    """A server in its own session and process group: a terminal's Ctrl-C reaches only this script,
-    which then stops the server (SIGINT, then SIGKILL to the whole group: EngineCore and worker)."""
-
-    def __init__(self, name: str, argv: list[str], port: int, health: str, env: dict[str, str] | None = None) -> None:
-        self.name, self.argv, self.port, self.health = name, argv, port, health
-        self.url = f"http://127.0.0.1:{port}"
-        self.env = {**os.environ, **(env or {})}
-        self.proc: subprocess.Popen | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{name}-", suffix=".log", delete=False)
-        self.ready_after_s = 0.0
-        self.failed = False
-        self.interrupted = False
-
-    def start(self) -> None:
-        self._started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def check_ready(self) -> bool:
-        import httpx
-
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            self.failed = True
-            raise RuntimeError(f"{self.name} server exited with {self.proc.returncode} while starting; "
-                               f"log: {self.log.name}")
-        try:
-            ok = httpx.get(self.url + self.health, timeout=1).status_code == 200
-        except httpx.HTTPError:
-            ok = False
-        if ok:
-            self.ready_after_s = time.monotonic() - self._started
-        elif time.monotonic() - self._started > START_TIMEOUT_S:
-            self.failed = True
-            raise RuntimeError(f"{self.name} server not healthy after {START_TIMEOUT_S:g} s; log: {self.log.name}")
-        return ok
-
-    def cpu(self) -> tuple[float, float]:
-        """(front-end process, its descendants) CPU seconds so far."""
-        assert self.proc is not None
-        front = process_cpu_s(self.proc.pid) or 0.0
-        rest = sum(process_cpu_s(p) or 0.0 for p in descendants(self.proc.pid))
-        return front, rest
-
-    def interrupt(self) -> None:
-        """Ask for a clean shutdown (both servers handle SIGINT like Ctrl-C); stop() waits for it."""
-        if self.proc is not None and self.proc.poll() is None and not self.interrupted:
-            self.interrupted = True  # once: a second SIGINT makes uvicorn skip its clean shutdown
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGINT)
-
-    def stop(self) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        pgid = proc.pid  # start_new_session: the server leads its own group
-        try:
-            if proc.poll() is None:
-                self.interrupt()
-                try:
-                    proc.wait(timeout=STOP_TIMEOUT_S)
-                except subprocess.TimeoutExpired:
-                    note(f"{self.name} server did not stop within {STOP_TIMEOUT_S:g} s of SIGINT; killing it")
-            # EngineCore and the worker normally leave with the front-end; give them a moment, then kill.
-            deadline = time.monotonic() + 5
-            while _group_alive(pgid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
-            pass
-        finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-            self.log.close()
-            if not self.failed:
-                with contextlib.suppress(OSError):
-                    os.unlink(self.log.name)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
 def make_servers(ours_extra: Sequence[str] = ()) -> list[ServerProcess]:
-    py = str(ROOT / ".venv" / "bin" / "python")
-    if not Path(py).exists():
-        py = sys.executable
+    py = venv_python()
     ours_port, vllm_port = free_port(), free_port()
-    ours_argv = [py, "app.py", "--port", str(ours_port)]
-    for s in [*OURS_SETTINGS, *ours_extra]:
-        ours_argv += ["--set", s]
     vllm_argv = [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port", str(vllm_port)]
-    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    return [ServerProcess("ours", ours_argv, ours_port, "/healthz", offline),
-            ServerProcess("vllm", vllm_argv, vllm_port, "/health", offline)]
+    return [ServerProcess("ours", app_argv(ours_port, [*OURS_SETTINGS, *ours_extra], py), ours_port, "/healthz",
+                          OFFLINE_ENV, log_prefix="bench-engine"),
+            ServerProcess("vllm", vllm_argv, vllm_port, "/health", OFFLINE_ENV, log_prefix="bench-engine")]
 
 
 def start_all(servers: Sequence[ServerProcess]) -> None:
@@ -295,19 +141,11 @@ def start_all(servers: Sequence[ServerProcess]) -> None:
 
 
 @dataclass
-class Sample:
-    ttft_s: float = float("nan")
-    decode_s: float = float("nan")  # first to last content chunk
-    tokens: int = 0
-    error: str = ""
-
-
-@dataclass
 class Cell:
     server: str
     concurrency: int
     round: int
-    samples: list[Sample] = field(default_factory=list)
+    samples: list[StreamResult] = field(default_factory=list)
     wall_s: float = 0.0
     front_cpu_s: float = 0.0
     engine_cpu_s: float = 0.0
@@ -316,7 +154,7 @@ class Cell:
     foreign_cpu_s: float = 0.0  # everything else on the machine
 
     @property
-    def ok(self) -> list[Sample]:
+    def ok(self) -> list[StreamResult]:
         return [s for s in self.samples if not s.error]
 
     @property
@@ -343,62 +181,21 @@ def request_body(index: int, round_index: int, concurrency: int, max_tokens: int
     }
 
 
-async def stream_one(client, body: dict) -> Sample:  # noqa: ANN001 - httpx imported lazily
-    import httpx
-
-    perf = time.perf_counter
-    sample = Sample()
-    first = last = None
-    usage_tokens: int | None = None
-    t0 = perf()
-    try:
-        async with client.stream("POST", "/v1/chat/completions", json=body, headers=NO_CACHE) as response:
-            if response.status_code != 200:
-                sample.error = f"{response.status_code} {(await response.aread())[:200]!r}"
-                return sample
-            cache = response.headers.get("x-cache")
-            if cache not in (None, "BYPASS"):
-                sample.error = f"X-Cache: {cache} (the response cache answered, not the engine)"
-                return sample
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue  # blank separators and our queue-notice comments
-                data = line[6:]
-                if data == "[DONE]":
-                    break
-                obj = json.loads(data)
-                if "error" in obj:
-                    sample.error = f"stream error {json.dumps(obj['error'])[:200]}"
-                    return sample
-                if obj.get("usage"):
-                    usage_tokens = obj["usage"].get("completion_tokens")
-                for choice in obj.get("choices") or ():
-                    if (choice.get("delta") or {}).get("content"):
-                        last = perf()
-                        if first is None:
-                            first = last
-    except (httpx.HTTPError, ValueError) as exc:
-        sample.error = repr(exc)[:200]
-        return sample
-    if usage_tokens is None or first is None:
-        sample.error = "no usage chunk" if usage_tokens is None else "no content"
-        return sample
-    sample.ttft_s = first - t0
-    sample.tokens = usage_tokens
-    sample.decode_s = last - first
-    return sample
+async def stream_one(client: httpx.AsyncClient, body: dict) -> StreamResult:
+    result = await stream_chat(client, body, NO_STORE)
+    cache = result.headers.get("x-cache")
+    if result.ok and cache not in (None, "BYPASS"):
+        result.error = f"X-Cache: {cache} (the response cache answered, not the engine)"
+    return result
 
 
 async def run_cell(server: ServerProcess, other: ServerProcess, concurrency: int, per_worker: int,
                    round_index: int, max_tokens: int = MAX_TOKENS) -> Cell:
-    import httpx
-
     cell = Cell(server.name, concurrency, round_index)
     # One client (one keep-alive connection) per worker, as in bench/scheduler.py.
-    clients = [httpx.AsyncClient(base_url=server.url, timeout=300, limits=httpx.Limits(max_connections=1))
-               for _ in range(concurrency)]
+    clients = [one_connection_client(server.url, timeout_s=300) for _ in range(concurrency)]
 
-    async def worker(w: int, client) -> list[Sample]:  # noqa: ANN001
+    async def worker(w: int, client: httpx.AsyncClient) -> list[StreamResult]:
         return [await stream_one(client, request_body(w * per_worker + k, round_index, concurrency, max_tokens))
                 for k in range(per_worker)]
 
@@ -602,26 +399,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def git_head() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head or "unknown") + ("+changes" if dirty else "")
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     base = QUICK if args.quick else FULL
     plan = Plan(rounds=args.rounds or base.rounds, per_worker=base.per_worker)
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` stops the servers too, like Ctrl-C
+    stop_on_sigterm()
     started = time.monotonic()
     import httpx
     import vllm

@@ -24,124 +24,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import os
 import platform
 import random
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
-BENCH_DIR = Path(__file__).resolve().parent
-ROOT = BENCH_DIR.parent
-# Run as `python bench/scheduler.py`, Python puts bench/ first on sys.path, where this very file
-# would shadow the `scheduler` package: drop it and put the repository root first instead.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH_DIR]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
 # FastAPI resolves the baseline endpoint's (string) annotations in this module's globals.
 from starlette.requests import Request as StarletteRequest  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    SIM_SERVER_SETTINGS, LoadResult, Progress, Stats, app_argv, free_port, load_row, note, repeat_load,
+    running_server, table,
+)
 
 QUEUE_SIZE = 10_000
 QUEUE_TARGET_US = 20.0
 ADDED_P50_TARGET_MS = 2.0
 CONCURRENCIES = (1, 8, 32)
-SERVER_SETTINGS = [
-    "engine.backend=sim",  # explicit: the configured default may be a real engine
-    "engine.sim.token_latency_ms=0",
-    "engine.sim.prefill_ms_per_token=0",
-    "logging.file=",
-    "logging.level=WARNING",
-    "scheduler.max_concurrency=64",
-    "scheduler.max_queue_size=100000",
-]
-
-
-# ----------------------------------------------------------------------------- output helpers
-
-
-class Progress:
-    """Progress on stderr: one rewritten line on a terminal, a few plain lines otherwise."""
-
-    def __init__(self, label: str, total: float, unit: str = "") -> None:
-        self.label, self.total, self.unit = label, total, unit
-        self.tty = sys.stderr.isatty()
-        self._last_step = -1
-        self._start = time.monotonic()
-
-    def update(self, done: float, extra: str = "") -> None:
-        frac = min(1.0, done / self.total) if self.total else 1.0
-        step = int(frac * 4)  # plain lines at 0, 25, 50, 75, 100 %
-        if not self.tty and (step == self._last_step or (frac >= 1.0 and self._last_step != -2)):
-            return
-        self._last_step = step
-        shown = f"{done:.1f}" if isinstance(done, float) else str(done)
-        total = f"{self.total:.1f}" if isinstance(self.total, float) else str(self.total)
-        line = f"  [{self.label}] {shown}/{total}{self.unit} {frac:4.0%} {extra}".rstrip()
-        if self.tty:
-            sys.stderr.write("\r\x1b[2K" + line)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-
-    def done(self, extra: str = "") -> None:
-        self._last_step = -2
-        self.update(self.total, extra or f"({time.monotonic() - self._start:.1f}s)")
-        if self.tty:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-def note(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], notes: Sequence[str] = ()) -> str:
-    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-
-    def fmt(row: list[str]) -> str:
-        # first column left-aligned (a label), the rest right-aligned (numbers)
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-
-    rule = "-" * len(fmt(cells[0]))
-    out = [title, rule, fmt(cells[0]), rule, *(fmt(r) for r in cells[1:]), rule, *notes]
-    return "\n".join(out)
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks, q in [0, 100]."""
-    if not sorted_values:
-        return float("nan")
-    if len(sorted_values) == 1:
-        return sorted_values[0]
-    pos = (len(sorted_values) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-@dataclass
-class Stats:
-    n: int
-    p50: float
-    p99: float
-    mean: float
-    max: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Stats:
-        s = sorted(values)
-        if not s:
-            return cls(0, float("nan"), float("nan"), float("nan"), float("nan"))
-        return cls(len(s), percentile(s, 50), percentile(s, 99), sum(s) / len(s), s[-1])
+SERVER_SETTINGS = SIM_SERVER_SETTINGS
 
 
 # ----------------------------------------------------------------------------- part 1: queue policy
@@ -170,7 +77,7 @@ def timer_overhead_ns(n: int = 200_000) -> float:
         t0 = ns()
         samples.append(ns() - t0)
     samples.sort()
-    return percentile(samples, 50)
+    return Stats.of(samples).p50
 
 
 @dataclass
@@ -244,6 +151,10 @@ async def _bench_scheduler_async(measured: int, batch: int, max_concurrency: int
     config = load_config(None, overrides=[
         "engine.backend=sim", "engine.sim.token_latency_ms=0", "engine.sim.prefill_ms_per_token=0", "logging.file=",
         f"scheduler.max_concurrency={max_concurrency}", "scheduler.max_queue_size=1000000",
+        # 10,000 waiters on 8 slots are predicted to wait far past the default limits, which would
+        # refuse them at the door: the benchmark measures the queue, so no wait is too long here.
+        *(f"scheduler.max_wait_s.{c}=1000000" for c in ("high", "medium", "low")),
+        "scheduler.pressure.low_max_wait_s=1000000",
     ])
     engine = create_engine(config.engine)
     sched = Scheduler(config.scheduler, engine)
@@ -412,145 +323,8 @@ def run_baseline_server(port: int) -> int:
     return 0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def server_process(name: str, argv: list[str], port: int) -> Iterator[tuple[str, int]]:
-    import httpx
-
-    url = f"http://127.0.0.1:{port}"
-    log = tempfile.NamedTemporaryFile(prefix=f"bench-{name}-", suffix=".log", delete=False)
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{name} server exited with {proc.returncode}; log: {log.name}")
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{name} server not healthy after 30 s; log: {log.name}")
-            time.sleep(0.05)
-        yield url, proc.pid
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
-        if proc.returncode in (0, -15):
-            with contextlib.suppress(OSError):
-                os.unlink(log.name)
-
-
 PAYLOAD = {"model": "sim", "messages": [{"role": "user", "content": "Say hello in one word."}],
            "max_tokens": 1, "temperature": 0}
-
-
-@dataclass
-class LoadResult:
-    latencies_s: list[float] = field(default_factory=list)
-    errors: int = 0
-    wall_s: float = 0.0
-    client_cpu_s: float = 0.0
-    server_cpu_s: float | None = 0.0
-    error_sample: str = ""
-
-    def merge(self, other: LoadResult) -> None:
-        self.latencies_s.extend(other.latencies_s)
-        self.errors += other.errors
-        self.wall_s += other.wall_s
-        self.client_cpu_s += other.client_cpu_s
-        if self.server_cpu_s is None or other.server_cpu_s is None:
-            self.server_cpu_s = None
-        else:
-            self.server_cpu_s += other.server_cpu_s
-        self.error_sample = self.error_sample or other.error_sample
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """utime + stime of another process from /proc (Linux); None elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def own_cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
-async def _load(url: str, pid: int, concurrency: int, warmup_s: float, duration_s: float,
-                label: str) -> LoadResult:
-    import httpx
-
-    result = LoadResult()
-    # One client (one keep-alive connection) per worker: a single AsyncClient's shared connection
-    # pool collapses past ~8 concurrent requests (about 350 req/s at 32 here, against a server that
-    # does several thousand), which would measure httpx rather than the server.
-    clients = [httpx.AsyncClient(base_url=url, timeout=30, verify=False, limits=httpx.Limits(max_connections=1))
-               for _ in range(concurrency)]
-    async with contextlib.AsyncExitStack() as stack:
-        for client in clients:
-            await stack.enter_async_context(client)
-        recording = False
-        stop_at = 0.0
-
-        async def worker(client: httpx.AsyncClient) -> None:
-            while time.perf_counter() < stop_at:
-                t0 = time.perf_counter()
-                try:
-                    response = await client.post("/v1/chat/completions", json=PAYLOAD)
-                    ok = response.status_code == 200
-                    if not ok and not result.error_sample:
-                        result.error_sample = f"{response.status_code} {response.text[:200]}"
-                except httpx.HTTPError as exc:
-                    ok = False
-                    if not result.error_sample:
-                        result.error_sample = repr(exc)
-                dt = time.perf_counter() - t0
-                if recording:
-                    if ok:
-                        result.latencies_s.append(dt)
-                    else:
-                        result.errors += 1
-
-        async def reporter(progress: Progress, start: float) -> None:
-            while True:
-                await asyncio.sleep(0.5)
-                progress.update(round(time.perf_counter() - start, 1), f"{len(result.latencies_s):,} req")
-
-        # Warm-up: connections opened, code paths and caches warm; nothing recorded.
-        stop_at = time.perf_counter() + warmup_s
-        await asyncio.gather(*(worker(c) for c in clients))
-        recording = True
-        server_cpu0, client_cpu0 = process_cpu_s(pid), own_cpu_s()
-        start = time.perf_counter()
-        stop_at = start + duration_s
-        progress = Progress(label, float(duration_s), "s")
-        rep = asyncio.create_task(reporter(progress, start))
-        await asyncio.gather(*(worker(c) for c in clients))
-        result.wall_s = time.perf_counter() - start
-        server_cpu1 = process_cpu_s(pid)
-        result.client_cpu_s = own_cpu_s() - client_cpu0
-        result.server_cpu_s = None if server_cpu0 is None or server_cpu1 is None else server_cpu1 - server_cpu0
-        rep.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await rep
-        progress.done(f"{len(result.latencies_s):,} req")
-    return result
 
 
 def run_part2(args: argparse.Namespace, summary: list[list[object]]) -> None:
@@ -559,21 +333,20 @@ def run_part2(args: argparse.Namespace, summary: list[list[object]]) -> None:
     rounds = 1 if args.quick else 4
     note("Part 2: HTTP, server in its own process, async httpx client")
     ours_port, base_port = free_port(), free_port()
-    ours_argv = [sys.executable, "app.py", "--port", str(ours_port)]
-    for s in SERVER_SETTINGS:
-        ours_argv += ["--set", s]
+    ours_argv = app_argv(ours_port, SERVER_SETTINGS)
     base_argv = [sys.executable, str(Path(__file__).resolve()), "--baseline-server", str(base_port)]
     results: dict[tuple[str, int], LoadResult] = {}
-    with server_process("ours", ours_argv, ours_port) as ours, \
-            server_process("baseline", base_argv, base_port) as base:
+    with running_server("ours", ours_argv, ours_port) as ours, \
+            running_server("baseline", base_argv, base_port) as base:
         servers = [("baseline", base), ("ours", ours)]
         for c in CONCURRENCIES:
             # Rounds alternate the order (B, O, O, B, ...) so drift hits both sides alike.
             for rnd in range(rounds):
                 order = servers if rnd % 2 == 0 else servers[::-1]
-                for name, (url, pid) in order:
+                for name, server in order:
                     label = f"{name} c={c} round {rnd + 1}/{rounds}"
-                    r = asyncio.run(_load(url, pid, c, warmup, duration / rounds, label))
+                    r = asyncio.run(repeat_load(server.url, server.pid, PAYLOAD, {}, c, warmup, duration / rounds,
+                                                label))
                     results.setdefault((name, c), LoadResult()).merge(r)
 
     rows = []
@@ -581,15 +354,8 @@ def run_part2(args: argparse.Namespace, summary: list[list[object]]) -> None:
     cpu: dict[tuple[str, int], float | None] = {}
     for c in CONCURRENCIES:
         for name in ("baseline", "ours"):
-            r = results[(name, c)]
-            st = Stats.of([x * 1000 for x in r.latencies_s])
-            stats[(name, c)] = st
-            rps = len(r.latencies_s) / r.wall_s if r.wall_s else 0.0
-            server_us = (f"{r.server_cpu_s / st.n * 1e6:,.0f}" if r.server_cpu_s is not None and st.n else "-")
-            cpu[(name, c)] = r.server_cpu_s / st.n * 1e6 if r.server_cpu_s is not None and st.n else None
-            rows.append([name, c, f"{st.n:,}", r.errors, f"{rps:,.0f}", f"{st.p50:.2f}", f"{st.p99:.2f}",
-                         f"{st.mean:.2f}", f"{st.max:.2f}", server_us,
-                         f"{r.client_cpu_s / r.wall_s:.0%}" if r.wall_s else "-"])
+            row, stats[(name, c)], cpu[(name, c)] = load_row(name, c, results[(name, c)])
+            rows.append(row)
         o, b = stats[("ours", c)], stats[("baseline", c)]
         co, cb = cpu[("ours", c)], cpu[("baseline", c)]
         rows.append(["  added (ours - baseline)", c, "", "", "", f"{o.p50 - b.p50:+.2f}", f"{o.p99 - b.p99:+.2f}",

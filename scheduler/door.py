@@ -14,13 +14,18 @@ from scheduler.request import PriorityClass, Request, SchedulerError
 
 
 def predicted_wait_s(request: Request, queue: PriorityQueue, admission: AdmissionController,
-                     drain: DrainEstimator, arrivals: ArrivalRates) -> float | None:
-    """Seconds until `request` would start: 0 when it fits now, None before anything has finished."""
+                     drain: DrainEstimator, arrivals: ArrivalRates, limit_s: float) -> float | None:
+    """Seconds until `request` would start: 0 when it fits now, None before anything has finished.
+    Counting who is ahead scans the queue, so it happens only when waiting behind everyone would
+    break the limit."""
     if not queue and admission.fits(request):
         return 0.0
-    ahead = queue.count_ahead_of_new(request.score, request.arrival)
     jumpers = arrivals.above(request.priority, request.arrival)
-    return drain.wait_s(ahead + 1, admission.slots_for(request.priority), jumpers)
+    slots = admission.slots_for(request.priority)
+    worst = drain.wait_s(len(queue) + 1, slots, jumpers)
+    if worst is None or worst <= limit_s:
+        return worst
+    return drain.wait_s(queue.count_ahead_of_new(request.score, request.arrival) + 1, slots, jumpers)
 
 
 def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> SchedulerError | None:

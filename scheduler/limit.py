@@ -16,6 +16,8 @@ _STEP = 0.5  # how far towards the estimate one interval moves
 _DEADBAND = 0.05  # TPOT within 5 % of the set point: hold
 _MAX_GROWTH = 2.0  # at most doubling per interval
 _SMOOTHING = 0.5  # weight of the newest reading: one noisy interval must not halve the batch
+_FLOOR = 2.0  # an engine slower than the objective even alone may still double its TPOT alone
+_ALONE = 2  # readings with at most this many running show the engine's TPOT alone
 _BUSY = 0.8  # grow only while the limit is what holds the batch back
 
 
@@ -28,11 +30,15 @@ class ConcurrencyLimit:
         self.upper = max(1, upper)
         self._limit = float(min(config.initial, self.upper)) if config.adaptive else float(self.upper)
         self.tpot_s: float | None = None
+        self._best_s: float | None = None
 
     @property
     def target_s(self) -> float:
-        """The set point: under the objective by the headroom, so most requests' own TPOT meets it."""
-        return self.objective_s * (1 - self.config.headroom)
+        """The set point: under the objective by the headroom, so most requests' own TPOT meets it.
+        Where the engine misses the objective even alone, shrinking the batch would only queue
+        work: then the set point is twice its TPOT alone."""
+        target = self.objective_s * (1 - self.config.headroom)
+        return target if self._best_s is None else max(target, _FLOOR * self._best_s)
 
     @property
     def value(self) -> int:
@@ -49,6 +55,8 @@ class ConcurrencyLimit:
         if tpot_s is None or running <= 0:
             return self.value
         self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
+        if running <= _ALONE:
+            self._best_s = self.tpot_s if self._best_s is None else min(self._best_s, self.tpot_s)
         if not self.config.adaptive:
             return self.value
         ratio = self.target_s / max(self.tpot_s, 1e-6)

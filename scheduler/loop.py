@@ -127,8 +127,9 @@ class Scheduler:
             )
 
     def _check_door(self, request: Request) -> None:
-        wait = predicted_wait_s(request, self.queue, self.admission, self.drain, self.arrivals)
-        refusal = wait_refusal(request, wait, self.max_wait_s(request.priority))
+        limit = self.max_wait_s(request.priority)
+        wait = predicted_wait_s(request, self.queue, self.admission, self.drain, self.arrivals, limit)
+        refusal = wait_refusal(request, wait, limit)
         if refusal is not None:
             log.info("reject id=%s class=%s reason=wait_limit predicted_wait=%.1fs", request.request_id,
                      request.priority.value, wait)

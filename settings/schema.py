@@ -103,7 +103,7 @@ class LimitConfig:
     the objective."""
 
     adaptive: bool = True
-    initial: int = bounded(8, 1, 4096)
+    initial: int = bounded(16, 1, 4096)
     headroom: float = bounded(0.1, 0.0, 0.9)
     interval_s: float = bounded(1.0, 0.05)
     high_reserve: float = bounded(0.1, 0.0, 0.9)

@@ -58,6 +58,13 @@ def test_does_not_grow_while_the_load_leaves_the_limit_unused():
     assert limit.value == 20
 
 
+def test_an_engine_too_slow_for_the_objective_is_not_starved_to_one_sequence():
+    limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=512)
+    trace = run(limit, 0.2, 0.01, steps=40)  # 0.21 s per token alone: the objective is out of reach
+    assert min(trace) <= 2  # it backed off, saw the engine alone...
+    assert trace[-1] >= 15  # ...and settled where TPOT is twice that, not at one sequence
+
+
 def test_fixed_when_not_adaptive():
     limit = ConcurrencyLimit(LimitConfig(adaptive=False, initial=8), OBJECTIVE, upper=64)
     assert run(limit, 0.5, 0.1, steps=5) == [64] * 5

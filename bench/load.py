@@ -1,0 +1,514 @@
+"""Open-loop load benchmark: under Poisson load at and beyond capacity, do more requests get on-time
+answers through our server than through vLLM's own OpenAI server (same model, machine and KV size)?
+
+    .venv/bin/python bench/load.py                      # full run: calibration + 3 loads x 3 servers
+    .venv/bin/python bench/load.py --quick              # a few minutes: loads 1.0,1.5, 20 s each
+    .venv/bin/python bench/load.py --servers ours,vllm-fcfs --loads 1.5 --duration 30
+    .venv/bin/python bench/load.py --json docs/bench/load.json --markdown docs/BENCHMARKS.md
+
+Servers, started one at a time (2 cores: never two at once), each in its own process group:
+  * vllm-fcfs: `python -m vllm.entrypoints.openai.api_server` with the bundled model, max_num_seqs 128;
+  * vllm-priority: the same with `--scheduling-policy priority` (high sent as priority 0, low as 1);
+  * ours: `python app.py` with its defaults (class sent as `X-Priority`).
+All three get the same KV cache size: engine.kv_size.default_cpu_kv_bytes(), computed once here and
+passed to vLLM (--kv-cache-memory-bytes) and to ours (--set engine.vllm.kv_cache_memory_bytes), so
+memory freed or taken between the starts cannot give them different sizes.
+
+Phases: (1) closed-loop calibration against vllm-fcfs finds C_slo, the req/s at which vLLM's median
+time per output token reaches the objective (0.1 s); (2) open-loop Poisson arrivals at --loads x
+C_slo for --duration s against each server, the identical (arrival, class, prompt) sequence for each;
+(3) every second, the server tree's RSS and its queue length are sampled. bench/load_report.py turns
+the records into tables, PASS/MISS targets, Markdown and plots; docs/BENCHMARKS.md explains them.
+
+A benchmark, not a test: exit 0 unless something failed to run (1), 130 on Ctrl-C. Servers are
+always stopped (SIGINT, then SIGKILL to the process group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Coroutine
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
+
+from bench.common import (  # noqa: E402
+    MODEL_DIR, MODEL_NAME, NO_STORE, OFFLINE_ENV, PROMPTS, ROOT, Progress, ServerProcess, Stats, StreamResult, app_argv,
+    available_gib, free_port, git_head, note, stop_on_sigterm, stream_chat, tree_rss_bytes, venv_python,
+)
+
+if TYPE_CHECKING:
+    import httpx
+
+SERVERS = ("vllm-fcfs", "vllm-priority", "ours")
+HIGH_SHARE = 0.2
+MAX_TOKENS = 64
+TEMPERATURE = 0.7
+CLIENT_TIMEOUT_S = 180.0
+SAMPLE_INTERVAL_S = 1.0
+VLLM_PRIORITY = {"high": 0, "low": 1}  # vLLM runs lower values first
+MIN_AVAILABLE_GIB = 5.0  # one server at a time: ~2.5 GB plus its KV cache
+
+
+@dataclass
+class Mode:
+    levels: tuple[int, ...]  # calibration concurrencies
+    calibration_s: float
+    loads: tuple[float, ...]
+    duration_s: float
+    settle_s: float
+
+
+FULL = Mode((8, 16, 32, 48, 64), 20.0, (0.7, 1.0, 1.5), 60.0, 10.0)
+QUICK = Mode((8, 32, 64), 8.0, (1.0, 1.5), 20.0, 3.0)
+
+
+@dataclass
+class Planned:
+    index: int
+    at_s: float  # planned send time after the run's start
+    cls: str  # high | low
+
+
+@dataclass
+class Record:
+    """One request as the client saw it; times in seconds (None where it never happened)."""
+    index: int
+    cls: str
+    planned_s: float
+    sent_s: float
+    status: int
+    retry_after: bool  # a Retry-After header came with a non-200 answer
+    error_kind: str  # "" or http / stream / transport / timeout / incomplete (see bench.common.StreamResult)
+    error: str
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+    completion_tokens: int | None
+    queue_wait_ms: float | None  # ours only
+
+
+@dataclass
+class Sample:
+    t_s: float
+    alive: bool
+    rss_bytes: int
+    waiting: int | None = None
+    running: int | None = None
+    concurrency_limit: int | None = None
+    measured_tpot_s: float | None = None
+    max_queue_size: int | None = None
+
+
+@dataclass
+class Run:
+    server: str
+    load: float
+    rate: float  # offered req/s
+    duration_s: float
+    records: list[Record] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    crashed: bool = False
+
+
+@dataclass
+class Level:
+    concurrency: int
+    rps: float
+    tok_s: float
+    tpot_p50_s: float
+    ttft_p50_s: float
+    e2e_mean_s: float
+    completed: int  # requests sent and finished within the level
+
+
+@dataclass
+class Calibration:
+    levels: list[Level]
+    c_slo: float
+    single_ttft_s: float | None  # one request alone: the first-token time with no queue
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def make_plan(seed: int, rate: float, duration_s: float) -> list[Planned]:
+    """Poisson arrivals with 20 % high. One seed for every load level: the same unit-rate draws
+    scaled by the rate, so a level differs from another only in speed, never in luck."""
+    if rate <= 0:
+        raise RuntimeError(f"offered load must be above 0 req/s, got {rate:g}")
+    rng = random.Random(seed)
+    plan: list[Planned] = []
+    t = rng.expovariate(1.0) / rate
+    while t < duration_s:
+        plan.append(Planned(len(plan), t, "high" if rng.random() < HIGH_SHARE else "low"))
+        t += rng.expovariate(1.0) / rate
+    return plan
+
+
+def prompt_for(index: int) -> str:
+    """About 50 words, different for every request index (no prefix-cache or response-cache hits)."""
+    return f"Request {index}. {PROMPTS[(index * 5) % len(PROMPTS)]}"
+
+
+def request_for(server: str, index: int, cls: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and headers each server understands for a class; vLLM FCFS gets none (it rejects a
+    non-zero priority), ours also gets no-store so its response cache stays out of the way."""
+    body: dict[str, Any] = {"model": MODEL_NAME, "messages": [{"role": "user", "content": prompt_for(index)}],
+                            "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    if server == "vllm-priority":
+        body["priority"] = VLLM_PRIORITY[cls]
+    headers = {"X-Priority": cls, **NO_STORE} if server == "ours" else {}
+    return body, headers
+
+
+def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
+    def opt(x: float) -> float | None:
+        return None if x != x else x  # nan -> None (JSON has no NaN)
+
+    header_wait = r.headers.get("x-queue-wait-ms")
+    # A stream that opened while still queued carries the wait so far in its header and the full
+    # wait in a `: dispatched queue_wait_ms=N` comment: the comment wins.
+    wait = r.dispatched_wait_ms if r.dispatched_wait_ms is not None else (
+        float(header_wait) if header_wait else None)
+    return Record(p.index, p.cls, p.at_s, r.sent - t0, r.status, r.status != 200 and "retry-after" in r.headers,
+                  r.error_kind, r.error, opt(r.ttft_s), opt(r.tpot_s), opt(r.e2e_s), r.completion_tokens, wait)
+
+
+def new_client(url: str) -> httpx.AsyncClient:
+    """One shared client with no connection limit. At a few to tens of req/s, each request lasting
+    seconds, the pool's bookkeeping is negligible (the collapse bench/common.py warns about appears
+    at hundreds of req/s); a client per request would load the TLS certificate store each time, tens
+    of milliseconds of CPU on a 2-core machine the server needs."""
+    import httpx
+
+    return httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(CLIENT_TIMEOUT_S),
+                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+
+
+# ----------------------------------------------------------------------------- servers
+
+
+def server_process(name: str, kv_bytes: int, ours_set: list[str]) -> ServerProcess:
+    py, port = venv_python(), free_port()
+    if name == "ours":
+        settings = ["logging.file=", f"engine.vllm.kv_cache_memory_bytes={kv_bytes}", *ours_set]
+        return ServerProcess(name, app_argv(port, settings, py), port, "/healthz", OFFLINE_ENV, log_prefix="bench-load")
+    argv = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL_DIR, "--served-model-name", MODEL_NAME,
+            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048", "--enforce-eager",
+            "--kv-cache-memory-bytes", str(kv_bytes), "--max-num-seqs", "128"]
+    if name == "vllm-priority":
+        argv += ["--scheduling-policy", "priority"]
+    return ServerProcess(name, argv, port, "/health", OFFLINE_ENV, log_prefix="bench-load")
+
+
+def start(name: str, kv_bytes: int, ours_set: list[str]) -> ServerProcess:
+    server = server_process(name, kv_bytes, ours_set)
+    note(f"starting {name} on :{server.port} (about 20-60 s) ...")
+    server.start()
+    try:
+        server.wait_ready(step_s=0.5, progress=True)
+        asyncio.run(warm_up(server))
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+async def warm_up(server: ServerProcess) -> None:
+    """Four requests together, not recorded: first requests after a start pay for lazy paths."""
+    async with new_client(server.url) as client:
+        results = await asyncio.gather(*(stream_chat(client, *request_for(server.name, -1 - i, "high"), 60)
+                                         for i in range(4)))
+    failed = [r.error for r in results if r.error]
+    if failed:
+        raise RuntimeError(f"{server.name} warm-up failed: {failed[0]}")
+
+
+def ensure_model() -> None:
+    """vLLM's server needs the converted model folder, which our app creates on its first start."""
+    if not (ROOT / MODEL_DIR / ".converted").exists():
+        note("converting the bundled model once (about 25 s) ...")
+        os.environ.update(OFFLINE_ENV)
+        from engine.model_files import resolve_model
+
+        resolve_model(f"bundled:{MODEL_NAME}", ROOT / "models")
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: float, slo_tpot: float) -> Calibration:
+    """Closed loop against vLLM FCFS: workers are added level by level (8, then 16, ...), each level
+    lasting a warm-up plus measure_s. Workers that start together finish together, so counting
+    completions in a short window measures those waves; instead, with no think time, Little's law
+    gives the rate from the requests sent and finished within the level: c / mean(E2E)."""
+    warmup_s = min(8.0, max(2.0, measure_s / 2))
+    done: list[StreamResult] = []
+    counter = 0
+
+    async with new_client(server.url) as client:
+        singles = [await stream_chat(client, *request_for(server.name, -10 - i, "low"), CLIENT_TIMEOUT_S)
+                   for i in range(3)]
+        single = Stats.of([r.ttft_s for r in singles[1:] if r.ok]).p50
+
+        async def worker() -> None:
+            nonlocal counter
+            while True:
+                counter += 1
+                done.append(await stream_chat(client, *request_for(server.name, counter, "low"), CLIENT_TIMEOUT_S))
+
+        workers: list[asyncio.Task[None]] = []
+        out: list[Level] = []
+        try:
+            for c in levels:
+                begin = time.perf_counter()
+                workers += [asyncio.create_task(worker()) for _ in range(c - len(workers))]
+                await _timed_sleep(f"calibration c={c}", warmup_s + measure_s)
+                sample = [r for r in done if r.ok and r.sent >= begin]
+                # Too few answers yet (each takes longer than the level): extend it, up to 3 times.
+                while len(sample) < min(c, 8) and time.perf_counter() - begin < 3 * (warmup_s + measure_s):
+                    await asyncio.sleep(0.5)
+                    sample = [r for r in done if r.ok and r.sent >= begin]
+                out.append(level_of(c, sample))
+        finally:
+            for w in workers:
+                w.cancel()  # closing the streams aborts the requests in vLLM
+            await asyncio.gather(*workers, return_exceptions=True)
+    await _timed_sleep("after calibration, settling", 3.0)  # vLLM finishes aborting the cancelled streams
+    measured = [level for level in out if level.completed]
+    if not measured:
+        errors = [r.error for r in done if r.error]
+        raise RuntimeError(f"calibration completed no request: {errors[0] if errors else 'no answers'}")
+    return Calibration(out, c_slo(measured, slo_tpot), single if single == single else None)
+
+
+def level_of(concurrency: int, sample: list[StreamResult]) -> Level:
+    e2e = Stats.of([r.e2e_s for r in sample])
+    rps = concurrency / e2e.mean if sample else 0.0
+    return Level(concurrency, rps, rps * sum(r.tokens for r in sample) / len(sample) if sample else 0.0,
+                 Stats.of([r.tpot_s for r in sample if r.tokens >= 2]).p50, Stats.of([r.ttft_s for r in sample]).p50,
+                 e2e.mean, len(sample))
+
+
+def c_slo(levels: list[Level], slo_tpot: float) -> float:
+    """The req/s where median TPOT reaches the objective, interpolated between the two levels
+    around it; the highest level's req/s if never reached, the lowest's if even that exceeds it."""
+    for i, level in enumerate(levels):
+        if level.tpot_p50_s >= slo_tpot:
+            if i == 0:
+                return level.rps
+            lo = levels[i - 1]
+            frac = (slo_tpot - lo.tpot_p50_s) / (level.tpot_p50_s - lo.tpot_p50_s)
+            return lo.rps + frac * (level.rps - lo.rps)
+    return levels[-1].rps
+
+
+async def _timed_sleep(label: str, seconds: float) -> None:
+    bar, start = Progress(label, float(seconds), "s"), time.monotonic()
+    while (left := seconds - (time.monotonic() - start)) > 0:
+        await asyncio.sleep(min(0.5, left))
+        bar.update(round(time.monotonic() - start, 1))
+    bar.done()
+
+
+# ----------------------------------------------------------------------------- open loop
+
+
+async def run_load(server: ServerProcess, load: float, rate: float, duration_s: float, seed: int,
+                   settle_s: float) -> Run:
+    """Send the plan on time whatever happens to earlier requests, wait for every answer (each at
+    most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout."""
+    run = Run(server.name, load, rate, duration_s)
+    plan = make_plan(seed, rate, duration_s)
+    async with new_client(server.url) as client:
+        t0 = time.perf_counter()
+        sampler = asyncio.create_task(_sample_forever(server, client, run, t0))
+
+        async def one(p: Planned) -> None:
+            result = await stream_chat(client, *request_for(server.name, p.index, p.cls), CLIENT_TIMEOUT_S)
+            run.records.append(to_record(p, result, t0))
+
+        label = f"{server.name} {load:g}x ({rate:.2f} req/s)"
+        tasks = await _send(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
+        await _drain(tasks, Progress(f"{label} answers", len(tasks), "req"))
+        await _timed_sleep(f"{label} settling", settle_s)
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
+    run.records.sort(key=lambda r: r.index)
+    run.crashed = not server.alive() or any(not s.alive for s in run.samples)
+    return run
+
+
+async def _send(plan: list[Planned], t0: float, one: Callable[[Planned], Coroutine[Any, Any, None]],
+                bar: Progress) -> list[asyncio.Task[None]]:
+    tasks: list[asyncio.Task[None]] = []
+    for p in plan:
+        delay = t0 + p.at_s - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(p)))
+        bar.update(len(tasks), f"in flight {sum(not t.done() for t in tasks)}")
+    bar.done()
+    return tasks
+
+
+async def _drain(tasks: list[asyncio.Task[None]], bar: Progress) -> None:
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+        bar.update(len(tasks) - len(pending), f"waiting for {len(pending)}")
+    bar.done()
+
+
+async def _sample_forever(server: ServerProcess, client: httpx.AsyncClient, run: Run, t0: float) -> None:
+    while True:
+        sample = Sample(time.perf_counter() - t0, server.alive(), tree_rss_bytes(server.pid) if server.alive() else 0)
+        if sample.alive:
+            with contextlib.suppress(Exception):  # a busy or dying server: keep the RSS reading alone
+                await (_sample_ours(client, sample) if server.name == "ours" else _sample_vllm(client, sample))
+        run.samples.append(sample)
+        await asyncio.sleep(max(0.0, SAMPLE_INTERVAL_S - (time.perf_counter() - t0 - sample.t_s)))
+
+
+async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
+    status = (await client.get("/v1/queue/status", timeout=2)).json()
+    sample.waiting, sample.running = status.get("waiting_total"), status.get("running")
+    sample.max_queue_size = status.get("max_queue_size")
+    sample.concurrency_limit = status.get("concurrency_limit", status.get("slots"))
+    sample.measured_tpot_s = status.get("measured_tpot_s")
+
+
+async def _sample_vllm(client: httpx.AsyncClient, sample: Sample) -> None:
+    text = (await client.get("/metrics", timeout=2)).text
+    sample.waiting = int(_metric_sum(text, "vllm:num_requests_waiting"))
+    sample.running = int(_metric_sum(text, "vllm:num_requests_running"))
+
+
+def _metric_sum(text: str, name: str) -> float:
+    """A Prometheus gauge summed over its label sets (one per engine)."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/load.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="a few minutes: short calibration, loads 1.0,1.5, 20 s each")
+    p.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, from {','.join(SERVERS)}")
+    p.add_argument("--loads", help="load levels as multiples of C_slo (default 0.7,1.0,1.5; quick 1.0,1.5)")
+    p.add_argument("--duration", type=float, help="seconds of sending per load level (default 60, quick 20)")
+    p.add_argument("--calibration-s", type=float, help="measured seconds per calibration level (default 20, quick 8)")
+    p.add_argument("--capacity", type=float, metavar="REQ_S", help="use this C_slo and skip calibration")
+    p.add_argument("--seed", type=int, default=1, help="seed of the arrival/class sequence (default 1)")
+    p.add_argument("--slo-tpot", type=float, default=0.1, help="time-per-output-token objective, s (default 0.1)")
+    p.add_argument("--slo-ttft", type=float, default=1.0, help="first-token promise for high, s (default 1)")
+    p.add_argument("--low-promise", type=float, default=60.0, help="first-token promise for low, s (default 60)")
+    p.add_argument("--ours-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting for our server, passed as --set (repeatable)")
+    p.add_argument("--json", metavar="PATH", help="write every request record and summary as JSON")
+    p.add_argument("--markdown", metavar="PATH", help="write the result tables as Markdown (a file with the "
+                   "results markers, e.g. docs/BENCHMARKS.md, gets only the part between them replaced)")
+    p.add_argument("--plots", default="docs/bench", metavar="DIR", help="PNG plots go here ('' for none)")
+    p.add_argument("--from-json", metavar="PATH", help="run nothing: report again from a --json file")
+    args = p.parse_args(argv)
+    args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    unknown = set(args.servers) - set(SERVERS)
+    if unknown or not args.servers:
+        p.error(f"--servers: unknown {', '.join(sorted(unknown)) or '(none given)'}; choose from {','.join(SERVERS)}")
+    mode = QUICK if args.quick else FULL
+    args.loads = tuple(float(x) for x in args.loads.split(",")) if args.loads else mode.loads
+    args.duration = args.duration or mode.duration_s
+    args.calibration_s = args.calibration_s or mode.calibration_s
+    args.levels, args.settle_s = mode.levels, mode.settle_s
+    return args
+
+
+def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[Calibration | None, float, list[Run]]:
+    """Each server alone: started, (calibrated,) loaded level by level, stopped. A server that died
+    during a level is restarted for the next one; the death is recorded."""
+    calibration: Calibration | None = None
+    capacity = args.capacity
+    runs: list[Run] = []
+    order = list(args.servers)
+    if capacity is None:  # calibration runs on vllm-fcfs, so it goes first
+        order = ["vllm-fcfs", *[s for s in order if s != "vllm-fcfs"]]
+    for name in order:
+        server = start(name, kv_bytes, args.ours_set)
+        try:
+            if capacity is None:
+                note(f"calibration: closed loop at concurrency {', '.join(map(str, args.levels))}")
+                calibration = asyncio.run(calibrate(server, args.levels, args.calibration_s, args.slo_tpot))
+                capacity = calibration.c_slo
+                note(f"C_slo = {capacity:.2f} req/s")
+            if name not in args.servers:
+                continue
+            for load in args.loads:
+                run = asyncio.run(run_load(server, load, load * capacity, args.duration, args.seed, args.settle_s))
+                runs.append(run)
+                if not server.alive():
+                    server.failed = True  # keeps its log
+                    note(f"{name} died during load {load:g} (log: {server.log.name})")
+                    server.stop()
+                    if load != args.loads[-1]:
+                        server = start(name, kv_bytes, args.ours_set)
+        finally:
+            server.stop()
+    return calibration, capacity, runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    stop_on_sigterm()
+    import httpx
+
+    from bench import load_report
+    from engine.kv_size import default_cpu_kv_bytes
+
+    if args.from_json:
+        load_report.report(*load_report.read_json(Path(args.from_json)), args)
+        return 0
+    started = time.monotonic()
+    kv_bytes = default_cpu_kv_bytes()
+    meta = {"commit": git_head(), "python": platform.python_version(), "httpx": httpx.__version__,
+            "cpus": os.cpu_count(), "machine": platform.machine(), "kv_cache_bytes": kv_bytes,
+            "mode": "quick" if args.quick else "full", "seed": args.seed, "duration_s": args.duration,
+            "loads": list(args.loads), "servers": args.servers, "ours_set": args.ours_set,
+            "slo": {"tpot_s": args.slo_tpot, "ttft_high_s": args.slo_ttft, "ttft_low_s": args.low_promise},
+            "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "high_share": HIGH_SHARE}
+    print("bench/load.py  " + "  ".join(f"{k}={meta[k]}" for k in ("mode", "commit", "python", "cpus", "machine"))
+          + f"  kv={kv_bytes / 2**20:.0f}MiB", flush=True)
+    if available_gib() < MIN_AVAILABLE_GIB:
+        note(f"error: {available_gib():.1f} GiB of memory available; a server needs about {MIN_AVAILABLE_GIB:g} GiB")
+        return 1
+    try:
+        ensure_model()
+        calibration, capacity, runs = measure(args, kv_bytes)
+    except KeyboardInterrupt:
+        note("interrupted; servers stopped")
+        return 130
+    except RuntimeError as exc:
+        note(f"error: {exc}")
+        return 1
+    meta["run_s"] = round(time.monotonic() - started, 1)
+    load_report.report(meta, calibration, capacity, runs, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

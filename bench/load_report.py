@@ -1,0 +1,371 @@
+"""The report of bench/load.py: per-request records turned into summaries, tables (text and
+Markdown), PASS/MISS targets, the before/after table, plots and a JSON dump that can regenerate them.
+Definitions are in docs/BENCHMARKS.md; the notes under each table repeat the essentials."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from bench.common import ROOT, Stats, note, table
+
+if TYPE_CHECKING:
+    from bench.load import Calibration, Record, Run
+
+MARK_START = "<!-- load-results:start -->"
+MARK_END = "<!-- load-results:end -->"
+CLASSES = ("high", "low", "all")
+
+
+@dataclass
+class Slo:
+    tpot_s: float
+    ttft_s: dict[str, float]  # the first-token promise per class
+
+    def on_time(self, r: Record) -> bool:
+        """Completed, every token after the first on pace, and the first one within the promise."""
+        return (completed(r) and r.ttft_s is not None and r.ttft_s <= self.ttft_s[r.cls]
+                and (r.tpot_s is None or r.tpot_s <= self.tpot_s))
+
+
+@dataclass
+class Summary:
+    sent: int
+    completed: int
+    ttft: Stats
+    tpot: Stats
+    e2e: Stats
+    rps: float
+    tok_s: float
+    on_time: int
+    on_time_rps: float
+    refused_429: int
+    refused_429_retry_after: int
+    stream_errors: int
+    other_failures: int
+    queue_wait_ms: Stats
+    send_lag_p99_s: float
+    max_waiting: int | None = None
+    mem_gb: tuple[float, float] | None = None
+    max_queue_size: int | None = None
+    crashed: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def refusals(self) -> int:
+        return self.refused_429 + self.stream_errors + self.other_failures
+
+
+def completed(r: Record) -> bool:
+    return r.status == 200 and not r.error_kind
+
+
+def summarize(run: Run, cls: str, slo: Slo) -> Summary:
+    """One server x load x class (or "all"). Rates: completions over the time from the first send
+    to the last completion (the drain after sending counts); on-time over the sending time."""
+    records = [r for r in run.records if cls in ("all", r.cls)]
+    done = [r for r in records if completed(r)]
+    span = max([run.duration_s, *((r.sent_s + (r.e2e_s or 0.0)) for r in done)])
+    waits = [s.waiting for s in run.samples if s.waiting is not None]
+    rss = [s.rss_bytes / 1e9 for s in run.samples if s.rss_bytes]
+    on_time = sum(slo.on_time(r) for r in records)
+    refused = [r for r in records if r.status == 429]
+    return Summary(
+        sent=len(records), completed=len(done),
+        ttft=Stats.of([r.ttft_s for r in done if r.ttft_s is not None]),
+        tpot=Stats.of([r.tpot_s for r in done if r.tpot_s is not None]),
+        e2e=Stats.of([r.e2e_s for r in done if r.e2e_s is not None]),
+        rps=len(done) / span, tok_s=sum(r.completion_tokens or 0 for r in done) / span,
+        on_time=on_time, on_time_rps=on_time / run.duration_s,
+        refused_429=len(refused), refused_429_retry_after=sum(r.retry_after for r in refused),
+        stream_errors=sum(r.error_kind == "stream" for r in records),
+        other_failures=sum(bool(r.error_kind) and r.status != 429 and r.error_kind != "stream" for r in records),
+        queue_wait_ms=Stats.of([r.queue_wait_ms for r in done if r.queue_wait_ms is not None]),
+        send_lag_p99_s=Stats.of([r.sent_s - r.planned_s for r in records]).p99,
+        max_waiting=max(waits) if waits else None, mem_gb=(min(rss), max(rss)) if rss else None,
+        max_queue_size=next((s.max_queue_size for s in run.samples if s.max_queue_size is not None), None),
+        crashed=run.crashed, errors=sorted({r.error[:120] for r in records if r.error})[:3],
+    )
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[object]]
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        return table(self.title, self.headers, self.rows, self.notes)
+
+    def markdown(self) -> str:
+        def cells(row: Sequence[object]) -> str:
+            return "| " + " | ".join(str(c).replace("|", "/") for c in row) + " |"
+
+        out = [f"#### {self.title}", "", cells(self.headers), cells(["---"] * len(self.headers)),
+               *(cells(r) for r in self.rows), ""]
+        return "\n".join(out + [f"- {n}" for n in self.notes] + [""])
+
+
+def ms(x: float) -> str:
+    return "-" if x != x else f"{x * 1000:,.0f}"
+
+
+def num(x: float | None, fmt: str = ".2f") -> str:
+    return "-" if x is None or x != x else format(x, fmt)
+
+
+def calibration_table(cal: Calibration, slo_tpot: float) -> Table:
+    rows: list[list[object]] = [[lv.concurrency, lv.completed, num(lv.rps), num(lv.tok_s, ".0f"),
+                                 num(lv.tpot_p50_s, ".3f"), ms(lv.ttft_p50_s), num(lv.e2e_mean_s)] for lv in cal.levels]
+    return Table("Calibration: vLLM FCFS, closed loop (its req/s and tok/s against TPOT)",
+                 ["concurrency", "requests", "req/s", "tok/s", "TPOT p50 s", "TTFT p50 ms", "E2E mean s"], rows,
+                 ["requests: sent and finished within the level; req/s = concurrency / mean E2E (Little's law, "
+                  "no think time), tok/s = req/s x mean tokens per request",
+                  f"C_slo = {cal.c_slo:.2f} req/s: where TPOT p50 reaches {slo_tpot:g} s (linear interpolation)",
+                  f"one request alone: TTFT {ms(cal.single_ttft_s or math.nan)} ms (the no-queue baseline)"])
+
+
+def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], capacity: float) -> Table:
+    rows: list[list[object]] = []
+    for run in runs:
+        for cls in CLASSES:
+            s = sums[(run.server, run.load, cls)]
+            whole = cls == "all"
+            rows.append([run.server if cls == "high" else "", f"{run.load:g}x" if cls == "high" else "", cls,
+                         f"{s.completed}/{s.sent}", ms(s.ttft.p50), ms(s.ttft.p99), ms(s.tpot.p50),
+                         num(s.e2e.p99, ".1f"), num(s.rps), num(s.tok_s, ".0f"), num(s.on_time_rps),
+                         f"{s.refused_429} ({s.refused_429_retry_after})", s.stream_errors, s.other_failures,
+                         num(s.max_waiting, "d") if whole else "",
+                         f"{s.mem_gb[0]:.2f}-{s.mem_gb[1]:.2f}" if whole and s.mem_gb else ""])
+    return Table(
+        f"Open-loop Poisson load (C_slo = {capacity:.2f} req/s), by server, load and class",
+        ["server", "load", "class", "done/sent", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "E2E p99 s", "req/s",
+         "tok/s", "on-time/s", "429 (RA)", "stream err", "other", "max wait", "mem GB"], rows,
+        ["req/s, tok/s: completed requests and their tokens over the time from the first send to the last completion",
+         "on-time/s: completed, TPOT <= objective, TTFT <= its class's promise; over the sending time",
+         "429 (RA): refused with HTTP 429 before the stream opened (of which with Retry-After); stream err: an error "
+         "chunk inside a 200 stream; other: any other failure (other status, time-out, broken stream)",
+         "max wait: most requests waiting in the server's queue (ours: /v1/queue/status waiting_total; vLLM: "
+         "vllm:num_requests_waiting); mem: RSS of the server's process tree (shared pages counted per process)"])
+
+
+def _at(runs: list[Run], server: str, load: float) -> Run | None:
+    return next((r for r in runs if r.server == server and math.isclose(r.load, load)), None)
+
+
+def _check(name: str, goal: str, value: str, ok: bool | None) -> list[object]:
+    return [name, goal, value, "n/a" if ok is None else ("PASS" if ok else "MISS")]
+
+
+def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], capacity: float, slo: Slo) -> Table:
+    def s(server: str, load: float, cls: str = "all") -> Summary | None:
+        return sums[(server, load, cls)] if _at(runs, server, load) else None
+
+    rows: list[list[object]] = []
+    o, f = s("ours", 0.7), s("vllm-fcfs", 0.7)
+    if o and f:
+        rows.append(_check("0.7x: ours tok/s vs vLLM FCFS", ">= 0.97x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
+                           o.tok_s >= 0.97 * f.tok_s))
+        rows.append(_check("0.7x: ours TTFT p50 (all)", "<= 1.2x vLLM FCFS + 50 ms",
+                           f"{ms(o.ttft.p50)} vs {ms(f.ttft.p50)} ms", o.ttft.p50 <= 1.2 * f.ttft.p50 + 0.05))
+    if o:
+        rows.append(_check("0.7x: ours refusals", "0", str(o.refusals), o.refusals == 0))
+    o, oh, f, p = s("ours", 1.5), s("ours", 1.5, "high"), s("vllm-fcfs", 1.5), s("vllm-priority", 1.5)
+    if o and oh:
+        high_ttft, tpot = slo.ttft_s["high"], slo.tpot_s
+        rows.append(_check("1.5x: ours high TTFT p99", f"<= {high_ttft:g} s", f"{num(oh.ttft.p99, '.3f')} s",
+                           oh.ttft.p99 <= high_ttft))
+        rows.append(_check("1.5x: ours high TPOT p50", f"<= {tpot:g} s", f"{num(oh.tpot.p50, '.3f')} s",
+                           oh.tpot.p50 <= tpot))
+        rows.append(_check("1.5x: ours on-time req/s", ">= 0.7 x C_slo", f"{o.on_time_rps:.2f} vs {0.7 * capacity:.2f}",
+                           o.on_time_rps >= 0.7 * capacity))
+        for other, label in ((f, "vLLM FCFS"), (p, "vLLM priority")):
+            if other:
+                rows.append(_check(f"1.5x: ours on-time req/s vs {label}", ">= 1.5x",
+                                   f"{o.on_time_rps:.2f} vs {other.on_time_rps:.2f}",
+                                   o.on_time_rps >= 1.5 * other.on_time_rps))
+        if f:
+            rows.append(_check("1.5x: ours tok/s vs vLLM FCFS", ">= 0.6x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
+                               o.tok_s >= 0.6 * f.tok_s))
+        ok = None if o.max_waiting is None or o.max_queue_size is None else o.max_waiting <= o.max_queue_size
+        rows.append(_check("1.5x: ours max waiting", "<= max_queue_size", f"{o.max_waiting} vs {o.max_queue_size}", ok))
+        clean = o.refused_429_retry_after
+        rows.append(_check("1.5x: ours refusals as 429 + Retry-After", ">= 99 %",
+                           f"{clean}/{o.refusals}" if o.refusals else "no refusals",
+                           clean >= 0.99 * o.refusals))
+    return Table("Targets (ratios from one run)", ["target", "goal", "measured", "result"], rows,
+                 ["n/a: not measured in this run (a load level or server left out, or a figure the server does "
+                  "not report)"])
+
+
+def before_after_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], cal: Calibration | None) -> Table:
+    def column(server: str) -> list[str]:
+        run = _at(runs, server, 1.5)
+        if run is None:
+            return ["not run"] * 5
+        s = sums[(server, 1.5, "all")]
+        crashes = sum(r.crashed for r in runs if r.server == server)
+        wait = _queue_wait(server, s, cal)
+        return [f"{int(run.crashed)} (all levels: {crashes})", f"{ms(s.ttft.mean)} ms",
+                f"{s.completed / s.sent:.1%}" if s.sent else "-",
+                f"{s.mem_gb[0]:.2f}-{s.mem_gb[1]:.2f} GB" if s.mem_gb else "-", wait]
+
+    labels = ["service crashes (server process died)", "mean TTFT (completed)", "success rate (completed / sent)",
+              "memory (RSS of the process tree)", "mean queue wait"]
+    before, after = column("vllm-fcfs"), column("ours")
+    return Table("Before / after at 1.5 x C_slo: vLLM's own server (FCFS) alone, then ours in front",
+                 ["", "before: vLLM FCFS", "after: ours"], [[lb, b, a] for lb, b, a in zip(labels, before, after)],
+                 ["queue wait, ours: the X-Queue-Wait-Ms header (or the `dispatched queue_wait_ms` comment when the "
+                  "stream opened while queued), mean over completed requests",
+                  "queue wait, vLLM: it reports none; estimated as mean TTFT minus the TTFT of one request alone "
+                  "(calibration), which also counts prefill slowed by the batch"])
+
+
+def _queue_wait(server: str, s: Summary, cal: Calibration | None) -> str:
+    if server == "ours":
+        return f"{s.queue_wait_ms.mean:,.0f} ms" if s.queue_wait_ms.n else "-"
+    if cal is None or cal.single_ttft_s is None:
+        return "n/a (no calibration in this run: no single-request TTFT)"
+    return f"~{ms(s.ttft.mean - cal.single_ttft_s)} ms (estimate)"
+
+
+def sampled_table(runs: list[Run]) -> Table:
+    rows: list[list[object]] = []
+    for run in runs:
+        limits = [s.concurrency_limit for s in run.samples if s.concurrency_limit is not None]
+        tpots = [s.measured_tpot_s for s in run.samples if s.measured_tpot_s is not None]
+        running = [s.running for s in run.samples if s.running is not None]
+        lag = Stats.of([r.sent_s - r.planned_s for r in run.records]).p99
+        rows.append([run.server, f"{run.load:g}x", f"{run.rate:.2f}", max(running) if running else "-",
+                     f"{min(limits)}-{max(limits)}" if limits else "-",
+                     f"{min(tpots):.3f}-{max(tpots):.3f}" if tpots else "-", ms(lag), "yes" if run.crashed else "no"])
+    return Table("Server state sampled every second, and the client's send lag",
+                 ["server", "load", "offered req/s", "max running", "ours: running limit", "ours: measured TPOT s",
+                  "send lag p99 ms", "crashed"], rows,
+                 ["running limit: /v1/queue/status concurrency_limit (slots where that field is absent)",
+                  "send lag: actual minus planned send time; large values mean the client fell behind the plan"])
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def report(meta: dict[str, Any], cal: Calibration | None, capacity: float, runs: list[Run],
+           args: argparse.Namespace) -> None:
+    slo = Slo(args.slo_tpot, {"high": args.slo_ttft, "low": args.low_promise})
+    sums = {(r.server, r.load, c): summarize(r, c, slo) for r in runs for c in CLASSES}
+    tables = ([calibration_table(cal, args.slo_tpot)] if cal else []) + [
+        results_table(runs, sums, capacity), sampled_table(runs), targets_table(runs, sums, capacity, slo),
+        before_after_table(runs, sums, cal)]
+    for t in tables:
+        print()
+        print(t.text())
+    errors = [f"{r.server} {r.load:g}x: {e}" for r in runs for e in sums[(r.server, r.load, "all")].errors]
+    if errors:
+        print("\nfirst errors seen:\n  " + "\n  ".join(errors))
+    print(f"\ntotal run time {meta.get('run_s', 0):.0f}s")
+    if args.json:
+        write_json(Path(args.json), meta, cal, capacity, runs, sums)
+    if args.markdown:
+        write_markdown(Path(args.markdown), meta, capacity, tables)
+    if args.plots:
+        plot(Path(args.plots), runs, sums)
+
+
+def write_json(path: Path, meta: dict[str, Any], cal: Calibration | None, capacity: float, runs: list[Run],
+               sums: dict[tuple[str, float, str], Summary]) -> None:
+    def clean(x: Any) -> Any:  # NaN is not JSON
+        if isinstance(x, float) and x != x:
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    data = {"meta": meta, "c_slo": capacity, "calibration": asdict(cal) if cal else None,
+            "runs": [asdict(r) for r in runs],
+            "summaries": [{"server": k[0], "load": k[1], "class": k[2], **asdict(v)} for k, v in sums.items()]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(clean(data), indent=1) + "\n")
+    note(f"wrote {path}")
+
+
+def read_json(path: Path) -> tuple[dict[str, Any], Calibration | None, float, list[Run]]:
+    """A --json file back into the objects report() takes: tables, Markdown and plots again,
+    without running anything (also with other objectives: --slo-tpot and friends apply)."""
+    from bench.load import Calibration, Level, Record, Run, Sample
+
+    data = json.loads(path.read_text())
+    nan = float("nan")
+    cal = data["calibration"]
+    levels: list[dict[str, Any]] = [{k: nan if v is None else v for k, v in lv.items()} for lv in cal["levels"]] \
+        if cal else []
+    calibration = None if cal is None else Calibration([Level(**lv) for lv in levels], cal["c_slo"],
+                                                       cal["single_ttft_s"])
+    runs = [Run(**{**r, "records": [Record(**x) for x in r["records"]], "samples": [Sample(**x) for x in r["samples"]]})
+            for r in data["runs"]]
+    return data["meta"], calibration, data["c_slo"], runs
+
+
+def write_markdown(path: Path, meta: dict[str, Any], capacity: float, tables: list[Table]) -> None:
+    """The results section; a file holding the results markers keeps everything outside them."""
+    head = (f"Run: {meta['mode']} mode, commit {meta['commit']}, {meta['cpus']} CPUs {meta['machine']}, KV cache "
+            f"{meta['kv_cache_bytes'] / 2**20:.0f} MiB per server, seed {meta['seed']}, {meta['duration_s']:g} s of "
+            f"sending per level, C_slo {capacity:.2f} req/s, run time {meta.get('run_s', 0):.0f} s.\n")
+    section = "\n".join([head, *(t.markdown() for t in tables)])
+    text = path.read_text() if path.exists() else ""
+    if MARK_START in text and MARK_END in text:
+        before, rest = text.split(MARK_START, 1)
+        text = before + MARK_START + "\n" + section + "\n" + MARK_END + rest.split(MARK_END, 1)[1]
+    else:
+        text = section
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    note(f"wrote {path}")
+
+
+def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        note("matplotlib is not installed (pip install -r requirements-bench.txt): no plots")
+        return
+    folder = folder if folder.is_absolute() else ROOT / folder
+    folder.mkdir(parents=True, exist_ok=True)
+    servers = list(dict.fromkeys(r.server for r in runs))
+    figures = [("load-ttft-p99.png", "TTFT p99 (s), log scale", lambda s: s.ttft.p99, ("high", "low"), True),
+               ("load-on-time.png", "on-time req/s", lambda s: s.on_time_rps, ("all",), False),
+               ("load-tok-s.png", "output tok/s", lambda s: s.tok_s, ("all",), False)]
+    for name, ylabel, value, classes, log in figures:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for i, server in enumerate(servers):
+            loads = sorted(r.load for r in runs if r.server == server)
+            for cls in classes:
+                label = server if cls == "all" else f"{server} {cls}"
+                ax.plot(loads, [value(sums[(server, x, cls)]) for x in loads], marker="o", label=label,
+                        color=f"C{i}", linestyle="--" if cls == "low" else "-")
+        if name == "load-on-time.png":  # what a perfect server would answer on time: all that was sent
+            sent = {r.load: len(r.records) / r.duration_s for r in runs}
+            ax.plot(sorted(sent), [sent[x] for x in sorted(sent)], color="grey", linestyle=":", label="sent")
+        ax.set_title(f"bench/load.py: {ylabel.split(' (')[0]} against offered load", fontsize=10)
+        ax.set_xlabel("offered load (x C_slo)")
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(folder / name, dpi=110)
+        plt.close(fig)
+    note(f"wrote {', '.join(str(folder / f[0]) for f in figures)}")
