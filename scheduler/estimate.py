@@ -15,15 +15,18 @@ class DrainEstimator:
 
     def __init__(self, window: int = 50) -> None:
         self._service_s: deque[float] = deque(maxlen=window)
+        self._total_s = 0.0
 
     def record(self, service_s: float) -> None:
+        if len(self._service_s) == self._service_s.maxlen:
+            self._total_s -= self._service_s[0]
         self._service_s.append(max(service_s, 1e-3))
+        self._total_s += self._service_s[-1]
 
     def rate(self, parallel: int) -> float | None:
         if not self._service_s:
             return None
-        mean = sum(self._service_s) / len(self._service_s)
-        return max(parallel, 1) / mean
+        return max(parallel, 1) * len(self._service_s) / self._total_s
 
     def wait_s(self, position: int, parallel: int, jumpers_per_s: float = 0.0) -> float | None:
         """Expected wait for the request at 1-based `position` (0: it would run at once), when

@@ -150,7 +150,10 @@ class Scheduler:
 
     def _dispatch(self) -> None:
         while not self.closed and (request := self._next_admissible()) is not None:
-            self.queue.remove(request.request_id)
+            if self.queue.peek() is request:
+                self.queue.pop()
+            else:  # a high request taking a slot kept for it
+                self.queue.remove(request.request_id)
             self._start(request)
 
     def _next_admissible(self) -> Request | None:
