@@ -385,7 +385,7 @@ async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
     status = (await client.get("/v1/queue/status", timeout=2)).json()
     sample.waiting, sample.running = status.get("waiting_total"), status.get("running")
     sample.max_queue_size = status.get("max_queue_size")
-    sample.concurrency_limit = status.get("concurrency_limit", status.get("slots"))
+    sample.concurrency_limit = status.get("slots")
     sample.measured_tpot_s = status.get("measured_tpot_s")
 
 

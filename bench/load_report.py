@@ -250,7 +250,7 @@ def sampled_table(runs: list[Run]) -> Table:
     return Table("Server state sampled every second, and the client's send lag",
                  ["server", "load", "offered req/s", "max running", "ours: running limit", "ours: measured TPOT s",
                   "send lag p99 ms", "crashed"], rows,
-                 ["running limit: /v1/queue/status concurrency_limit (slots where that field is absent)",
+                 ["running limit: /v1/queue/status slots (the adaptive running limit)",
                   "send lag: actual minus planned send time; large values mean the client fell behind the plan"])
 
 

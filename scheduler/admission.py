@@ -9,13 +9,15 @@ class AdmissionController:
     """Admits while a slot is free and the running requests' worst-case tokens (prompt plus
     max_tokens, rounded up to the engine's KV block size) stay within the engine's KV budget, so
     an admitted request never runs the engine out of memory. `paused` stops admissions without
-    touching what is running. A share of the slots (`high_reserve`, rounded down) is kept for high
-    requests, so they find a free slot under load instead of waiting for one."""
+    touching what is running. A share of the limit (`high_reserve`, rounded down) is kept from low
+    and medium requests, and high ones may run that far above it (never past `upper`, the engine's
+    slots): high finds a slot under load, and a limit that just shrank stops only the others."""
 
     def __init__(self, max_concurrency: int, token_budget: int, block_size: int = 1,
-                 high_reserve: float = 0.0) -> None:
+                 high_reserve: float = 0.0, upper: int | None = None) -> None:
         self.max_concurrency = max_concurrency
         self.high_reserve = high_reserve
+        self.upper = upper or max_concurrency
         self.token_budget = token_budget
         self.block_size = block_size
         self.paused = False
@@ -31,9 +33,10 @@ class AdmissionController:
         return max(0, self.max_concurrency - len(self._running))
 
     def slots_for(self, priority: PriorityClass) -> int:
+        reserve = int(self.max_concurrency * self.high_reserve)
         if priority is PriorityClass.HIGH:
-            return self.max_concurrency
-        return self.max_concurrency - min(self.max_concurrency - 1, int(self.max_concurrency * self.high_reserve))
+            return max(self.max_concurrency, min(self.upper, self.max_concurrency + reserve))
+        return max(1, self.max_concurrency - reserve)
 
     def cost(self, request: Request) -> int:
         blocks = -(-request.cost_tokens // self.block_size)

@@ -40,7 +40,8 @@ class Scheduler:
         self.clock = clock
         self.queue = PriorityQueue(config.aging_per_s)
         self.limit = ConcurrencyLimit(config.limit, config.slo.tpot_s, config.max_concurrency or _NO_SLOT_LIMIT)
-        self.admission = AdmissionController(self.limit.value, token_budget=0, high_reserve=config.limit.high_reserve)
+        self.admission = AdmissionController(self.limit.value, token_budget=0, high_reserve=config.limit.high_reserve,
+                                             upper=self.limit.upper)
         self.pressure = PressureMonitor(config.pressure)
         self.drain = DrainEstimator()
         self.arrivals = ArrivalRates()
@@ -101,7 +102,7 @@ class Scheduler:
         """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""
         slots = self.engine.capabilities.max_num_seqs if self.engine.ready else 0
         self.limit.set_upper(self.config.max_concurrency or slots or _NO_SLOT_LIMIT)
-        self.admission.max_concurrency = self.limit.value
+        self.admission.max_concurrency, self.admission.upper = self.limit.value, self.limit.upper
 
     def cancel(self, request_id: str, reason: str = "disconnect") -> None:
         """The client left: drop its request from the queue, or abort it in the engine."""

@@ -30,7 +30,7 @@ def knee(base_s: float, per_seq_s: float) -> float:
 def test_converges_to_the_knee_of_the_tpot_curve(base_s, per_seq_s):
     limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
     trace = run(limit, base_s, per_seq_s, steps=30)
-    assert knee(base_s, per_seq_s) * 0.85 <= trace[-1] <= knee(base_s, per_seq_s) * 1.05
+    assert knee(base_s, per_seq_s) * 0.85 <= trace[-1] <= knee(base_s, per_seq_s) * 1.1
     assert len(set(trace[-10:])) <= 2  # settled, not oscillating
 
 
@@ -38,7 +38,7 @@ def test_follows_the_knee_when_the_curve_moves():
     limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
     for per_seq_s in (0.002, 0.004, 0.001):  # each sequence costs twice as much, then a quarter of that
         run(limit, 0.03, per_seq_s, steps=30)
-        assert knee(0.03, per_seq_s) * 0.85 <= limit.value <= knee(0.03, per_seq_s) * 1.05
+        assert knee(0.03, per_seq_s) * 0.85 <= limit.value <= knee(0.03, per_seq_s) * 1.1
 
 
 def test_never_passes_the_upper_bound_and_starts_below_it():

@@ -11,6 +11,17 @@ from settings.schema import PressureConfig, SchedulerConfig
 from tests.scheduler.factory import make_request
 
 
+def test_high_keeps_a_share_of_the_limit_and_may_run_above_it():
+    adm = AdmissionController(max_concurrency=20, token_budget=10_000, high_reserve=0.1, upper=21)
+    assert (adm.slots_for(P.LOW), adm.slots_for(P.MEDIUM), adm.slots_for(P.HIGH)) == (18, 18, 21)
+    for _ in range(18):
+        adm.admit(make_request(P.LOW))
+    assert not adm.fits(make_request(P.LOW)) and adm.fits(make_request(P.HIGH))
+    adm.max_concurrency = 18  # the limit just shrank to what runs: high may still start, one above it
+    assert adm.fits(make_request(P.HIGH)) and not adm.fits(make_request(P.MEDIUM))
+    assert AdmissionController(max_concurrency=1, token_budget=100, high_reserve=0.5).slots_for(P.LOW) == 1
+
+
 def test_admission_by_slots_and_tokens():
     adm = AdmissionController(max_concurrency=2, token_budget=100)
     a, b, c = (make_request(prompt_tokens=20, max_tokens=20) for _ in range(3))
