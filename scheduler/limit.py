@@ -1,12 +1,13 @@
 """The adaptive running limit: how many sequences the engine may hold at once.
 
 Every running sequence shares each decode step, so time per output token (TPOT) rises with the
-batch, close to `a + b * n` for n running, where `a` is the engine's TPOT alone. A fixed limit is
-right for one machine and one load only; this one looks for the knee, the largest batch whose TPOT
-stays under the objective, in the spirit of TCP Vegas and Netflix's gradient limit. From one
-reading at n running, the line through that reading and `a` (or through the origin, before `a` has
-been seen) puts the knee at `n * (target - a) / (tpot - a)`; stepping part of the way there each
-interval converges on it from either side without overshoot.
+batch, close to `a + b * n` for n running. A fixed limit is right for one machine and one load
+only; this one looks for the knee, the largest batch whose TPOT stays under the objective, in the
+spirit of TCP Vegas and Netflix's gradient limit. From one reading at n running, the estimate
+`n * target / tpot` lies between n and the knee (the line through the origin and the reading is
+steeper than the real one, so it reaches the target short of the knee from below and past it from
+above), so stepping towards it converges on the knee from either side without overshoot, quickly
+where the batch costs little (GPUs).
 """
 
 from __future__ import annotations
@@ -70,6 +71,6 @@ class ConcurrencyLimit:
         return self.value
 
     def knee(self, running: float) -> float:
-        """Where the line through this reading reaches the set point."""
-        base = self.alone_s if self.alone_s is not None and self.alone_s < 0.9 * self.tpot_s else 0.0
-        return running * (self.target_s - base) / (self.tpot_s - base)
+        """Where the line through this reading and the origin reaches the set point: short of the
+        knee from below, past it from above, so each step lands between here and the knee."""
+        return running * self.target_s / self.tpot_s

@@ -104,7 +104,7 @@ class LimitConfig:
 
     adaptive: bool = True
     initial: int = bounded(16, 1, 4096)
-    headroom: float = bounded(0.15, 0.0, 0.9)
+    headroom: float = bounded(0.1, 0.0, 0.9)
     interval_s: float = bounded(1.0, 0.05)
     high_reserve: float = bounded(0.1, 0.0, 0.9)
 
