@@ -277,7 +277,7 @@ def test_stop_ends_the_generation(make_ui_server: Callable, open_page: Callable,
 
 def test_apply_concurrency_limit(make_ui_server: Callable, open_page: Callable, shot: Callable) -> None:
     live = make_ui_server(QUICK)
-    assert live.status()["slots"] == 8
+    assert live.status()["slots"] == live.services.config.scheduler.limit.initial
     page = open_page(live)
     open_advanced(page)
     box = page.locator("#max-concurrency input")
@@ -328,7 +328,7 @@ def test_batch_of_five(ui_server: LiveServer, open_page: Callable, shot: Callabl
 
 
 def test_two_tabs_are_served_at_once(ui_server: LiveServer, open_page: Callable, shot: Callable) -> None:
-    assert ui_server.status()["slots"] == 8
+    assert ui_server.status()["slots"] == ui_server.services.config.scheduler.limit.initial
     first, second = open_page(ui_server), open_page(ui_server)
     first.locator("#message textarea").fill("hello from tab one")
     second.locator("#message textarea").fill("hello from tab two")
@@ -360,6 +360,7 @@ def test_monitor_tab(ui_server: LiveServer, open_page: Callable, shot: Callable)
     expect(monitor).to_contain_text("No GPU here", timeout=3_000)
     expect(monitor.locator("table")).to_be_visible(timeout=3_000)
     expect(monitor.locator("table")).to_contain_text("waiting high / medium / low")
-    expect(monitor.locator("table")).to_contain_text("0 / 8")  # running / limit
+    initial = ui_server.services.config.scheduler.limit.initial
+    expect(monitor.locator("table")).to_contain_text(f"0 / {initial}")  # running / limit
     expect(monitor.locator("table")).to_contain_text("(100 ms)")  # the TPOT objective
     shot(page, "shown")
