@@ -150,21 +150,20 @@ class Scheduler:
                                           "this request's place; retry later", retry), "displaced")
 
     def _dispatch(self) -> None:
-        while not self.closed and (request := self._next_admissible()) is not None:
-            if self.queue.peek() is request:
+        while not self.closed and (head := self.queue.peek()) is not None:
+            if self.admission.fits(head):
                 self.queue.pop()
-            else:  # a high request taking a slot kept for it
-                self.queue.remove(request.request_id)
-            self._start(request)
+                self._start(head)
+            elif (high := self._high_behind(head)) is not None:
+                self.queue.remove(high.request_id)
+                self._start(high)
+            else:
+                return
 
-    def _next_admissible(self) -> Request | None:
-        """The head of the queue; or, when the head must wait, the oldest high request if the slots
-        kept for high let it run now."""
-        head = self.queue.peek()
-        if head is None or self.admission.fits(head):
-            return head
+    def _high_behind(self, head: Request) -> Request | None:
+        """When the head must wait, the oldest high request, if the slots kept for high let it run."""
         high = self.queue.oldest(PriorityClass.HIGH)
-        return high if high is not None and self.admission.fits(high) else None
+        return high if high is not None and high is not head and self.admission.fits(high) else None
 
     def _start(self, request: Request) -> None:
         now = self.clock()
