@@ -87,8 +87,8 @@ class _LiveState:
         yield GaugeMetricFamily("gptoss_concurrency_limit", "Requests the engine may run at once now (adaptive)",
                                 sched.admission.max_concurrency)
         if sched.limit.tpot_s is not None:
-            yield GaugeMetricFamily("gptoss_measured_tpot_seconds", "Time per output token over the last control "
-                                    "interval", sched.limit.tpot_s)
+            yield GaugeMetricFamily("gptoss_measured_tpot_seconds", "Time per output token the running limit "
+                                    "steers by, smoothed over control intervals", sched.limit.tpot_s)
         yield GaugeMetricFamily("gptoss_emergency_mode", "1 while emergency mode is on", int(sched.pressure.emergency))
         yield GaugeMetricFamily("gptoss_admission_paused", "1 while the memory guard pauses admissions",
                                 int(sched.admission.paused))
