@@ -10,8 +10,10 @@ class AdmissionController:
     max_tokens, rounded up to the engine's KV block size) stay within the engine's KV budget, so
     an admitted request never runs the engine out of memory. `paused` stops admissions without
     touching what is running. A share of the limit (`high_reserve`, rounded down) is kept from low
-    and medium requests, and high ones may run that far above it (never past `upper`, the engine's
-    slots): high finds a slot under load, and a limit that just shrank stops only the others."""
+    and medium requests. High requests count only their own class against the limit (never past
+    `upper`, the engine's slots): a high request never waits for lower ones to finish, and while
+    it runs above the limit the lower classes wait until the total is back under it, so the
+    overshoot lasts one lower request's lifetime at most."""
 
     def __init__(self, max_concurrency: int, token_budget: int, block_size: int = 1,
                  high_reserve: float = 0.0, upper: int | None = None) -> None:
@@ -22,6 +24,7 @@ class AdmissionController:
         self.block_size = block_size
         self.paused = False
         self._running: dict[str, int] = {}
+        self._high: set[str] = set()
         self.tokens_in_use = 0
 
     @property
@@ -33,10 +36,14 @@ class AdmissionController:
         return max(0, self.max_concurrency - len(self._running))
 
     def slots_for(self, priority: PriorityClass) -> int:
-        reserve = int(self.max_concurrency * self.high_reserve)
         if priority is PriorityClass.HIGH:
-            return max(self.max_concurrency, min(self.upper, self.max_concurrency + reserve))
-        return max(1, self.max_concurrency - reserve)
+            return min(self.upper, self.max_concurrency)
+        return max(1, self.max_concurrency - int(self.max_concurrency * self.high_reserve))
+
+    def _has_slot(self, priority: PriorityClass) -> bool:
+        if priority is PriorityClass.HIGH:
+            return len(self._high) < self.slots_for(priority) and len(self._running) < self.upper
+        return len(self._running) < self.slots_for(priority)
 
     def cost(self, request: Request) -> int:
         blocks = -(-request.cost_tokens // self.block_size)
@@ -48,7 +55,7 @@ class AdmissionController:
     def fits(self, request: Request) -> bool:
         return (
             not self.paused
-            and len(self._running) < self.slots_for(request.priority)
+            and self._has_slot(request.priority)
             and self.tokens_in_use + self.cost(request) <= self.token_budget
         )
 
@@ -56,6 +63,9 @@ class AdmissionController:
         cost = self.cost(request)
         self._running[request.request_id] = cost
         self.tokens_in_use += cost
+        if request.priority is PriorityClass.HIGH:
+            self._high.add(request.request_id)
 
     def release(self, request_id: str) -> None:
         self.tokens_in_use -= self._running.pop(request_id, 0)
+        self._high.discard(request_id)

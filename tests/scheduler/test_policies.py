@@ -11,14 +11,21 @@ from settings.schema import PressureConfig, SchedulerConfig
 from tests.scheduler.factory import make_request
 
 
-def test_high_keeps_a_share_of_the_limit_and_may_run_above_it():
-    adm = AdmissionController(max_concurrency=20, token_budget=10_000, high_reserve=0.1, upper=21)
-    assert (adm.slots_for(P.LOW), adm.slots_for(P.MEDIUM), adm.slots_for(P.HIGH)) == (18, 18, 21)
+def test_high_counts_only_its_own_class_against_the_limit():
+    adm = AdmissionController(max_concurrency=20, token_budget=10_000, high_reserve=0.1, upper=30)
+    assert (adm.slots_for(P.LOW), adm.slots_for(P.MEDIUM), adm.slots_for(P.HIGH)) == (18, 18, 20)
     for _ in range(18):
         adm.admit(make_request(P.LOW))
     assert not adm.fits(make_request(P.LOW)) and adm.fits(make_request(P.HIGH))
-    adm.max_concurrency = 18  # the limit just shrank to what runs: high may still start, one above it
+    adm.max_concurrency = 10  # the limit just shrank under what runs: high still starts, the others wait
     assert adm.fits(make_request(P.HIGH)) and not adm.fits(make_request(P.MEDIUM))
+    for _ in range(10):
+        adm.admit(make_request(P.HIGH))
+    assert not adm.fits(make_request(P.HIGH))  # high alone fills the limit
+    adm.max_concurrency = 20
+    for _ in range(2):
+        adm.admit(make_request(P.HIGH))
+    assert adm.running == 30 and not adm.fits(make_request(P.HIGH))  # never past the engine's slots
     assert AdmissionController(max_concurrency=1, token_budget=100, high_reserve=0.5).slots_for(P.LOW) == 1
 
 
