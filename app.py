@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -17,14 +16,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from api.server import create_app
-from api.services import Services
-from cache.store import ResponseCache
-from monitor.alerts import AlertNotifier
-from monitor.gpu import GpuMonitor, MemoryGuard, NvmlReader
-from engine.registry import create_engine
 from monitor.logs import configure_logging, install_secret_filter
-from scheduler.loop import Scheduler
 from settings import Config, ConfigError, load_config
+from wiring import Services, build_services
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.yaml")
 
@@ -54,35 +48,19 @@ def build_config(args: argparse.Namespace) -> Config:
 
 def build_app(config: Config, on_engine_failure: Callable[[BaseException], None] | None = None,
               config_path: str = str(DEFAULT_CONFIG)) -> tuple[FastAPI, Services]:
-    engine = create_engine(config.engine)
-    cache = ResponseCache(config.cache) if config.cache.enabled and config.cache.mode != "off" else None
-    scheduler = Scheduler(config.scheduler, engine)
-    services = Services(config, engine, scheduler, cache, gpu=build_gpu_monitor(config, scheduler))
-    if config.alerts.webhook_url:
-        services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
-                                        time.monotonic)
+    services = build_services(config)
+    return app_for(services, on_engine_failure, config_path), services
+
+
+def app_for(services: Services, on_engine_failure: Callable[[BaseException], None] | None = None,
+            config_path: str = str(DEFAULT_CONFIG)) -> FastAPI:
+    """The API, and the page when it is on, over parts already built."""
     app = create_app(services, on_engine_failure)
-    if config.server.ui:
+    if services.config.server.ui:
+        from ui.mount import mount_ui  # Gradio is imported only when the page is on
+
         mount_ui(app, services, config_path)
-    return app, services
-
-
-def mount_ui(app: FastAPI, services: Services, config_path: str) -> None:
-    """The Gradio page at /, imported only when the UI is on."""
-    import gradio as gr
-
-    from ui.blocks import CSS, I18N, build_ui
-
-    gr.mount_gradio_app(app, build_ui(services, config_path), path="/", i18n=I18N, footer_links=["settings"],
-                        css=CSS)
-
-
-def build_gpu_monitor(config: Config, scheduler: Scheduler) -> GpuMonitor | None:
-    cfg = config.monitor
-    if not cfg.gpu:
-        return None
-    guard = MemoryGuard(cfg.vram_high_pct, cfg.vram_resume_pct)
-    return GpuMonitor(NvmlReader, guard, cfg.interval_s, scheduler.set_admission_paused)
+    return app
 
 
 class Server(uvicorn.Server):

@@ -6,7 +6,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.errors import APIError
+from api.errors import APIError, error_response
 
 
 class BodyLimitAndRequestId:
@@ -46,7 +46,7 @@ class BodyLimitAndRequestId:
                         code="request_too_large")
 
     async def _too_large(self, send: Send) -> None:
-        response = self._error().response(headers={"Connection": "close"})
+        response = error_response(self._error(), {"Connection": "close"})
         await response({"type": "http"}, _no_receive, send)
 
 

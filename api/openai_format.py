@@ -5,49 +5,29 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Callable
 
-from engine.base import Delta
+from pipeline.events import Finished, Usage
 
 
-@dataclass(slots=True)
-class Completion:
+@dataclass(slots=True, frozen=True)
+class CompletionFormat:
     request_id: str
     model: str
     created: int
-    prompt_tokens: int
-    text: str = ""
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    finish_reason: str | None = None
-    on_finish: Callable[[Completion], None] | None = None
 
     @classmethod
-    def start(cls, request_id: str, model: str, prompt_tokens: int) -> Completion:
-        return cls(request_id, model, int(time.time()), prompt_tokens)
+    def start(cls, request_id: str, model: str) -> CompletionFormat:
+        return cls(request_id, model, int(time.time()))
 
-    def add(self, delta: Delta) -> None:
-        self.text += delta.text
-        self.completion_tokens += delta.num_tokens
-        self.cached_tokens = max(self.cached_tokens, delta.cached_tokens)
-        self.finish_reason = delta.finish_reason or self.finish_reason
-        if delta.finish_reason and self.on_finish is not None:
-            self.on_finish(self)
-
-    def usage(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": self.cached_tokens}}
-
-    def body(self) -> dict:
+    def body(self, finished: Finished) -> dict:
         return {
             "id": self.request_id,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.text},
-                         "logprobs": None, "finish_reason": self.finish_reason}],
-            "usage": self.usage(),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": finished.text},
+                         "logprobs": None, "finish_reason": finished.finish_reason}],
+            "usage": usage(finished.usage),
         }
 
     def chunk(self, delta: dict, finish_reason: str | None = None, with_usage_field: bool = False) -> str:
@@ -62,9 +42,15 @@ class Completion:
             body["usage"] = None
         return sse(body)
 
-    def usage_chunk(self) -> str:
+    def usage_chunk(self, counts: Usage) -> str:
         return sse({"id": self.request_id, "object": "chat.completion.chunk", "created": self.created,
-                    "model": self.model, "choices": [], "usage": self.usage()})
+                    "model": self.model, "choices": [], "usage": usage(counts)})
+
+
+def usage(counts: Usage) -> dict:
+    return {"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
+            "total_tokens": counts.prompt_tokens + counts.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": counts.cached_tokens}}
 
 
 def sse(payload: dict) -> str:

@@ -1,50 +1,49 @@
-"""Relay a ticket's events to the HTTP client: a JSON body, or a stream of server-sent events."""
+"""A started chat run relayed to the HTTP client: one JSON body, or server-sent events with queue
+notices while it waits."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from api.errors import APIError
-from api.openai_format import Completion
-from api.streaming import NOTICE_INTERVAL_S, TicketStream, ticket_events
-from engine.base import Delta
-from scheduler.loop import Scheduler
-from scheduler.request import Dispatched, SchedulerError, Ticket
-
-
-def headers_for(ticket: Ticket, wait_s: float, extra: dict[str, str]) -> dict[str, str]:
-    return {"X-Request-ID": ticket.request_id, "X-Queue-Wait-Ms": f"{wait_s * 1000:.0f}",
-            "X-Priority": ticket.request.priority.value, **extra}
+from api.errors import error_body, error_response
+from api.openai_format import SSE_DONE, CompletionFormat, sse, sse_comment
+from pipeline.chat import ChatRun
+from pipeline.events import Event, Finished, Queued, Refused, Started, TextDelta
 
 
-async def stream_ticket(scheduler: Scheduler, ticket: Ticket, completion: Completion, include_usage: bool,
-                        extra: dict[str, str], after: Callable[[], None]) -> Response:
-    """Wait briefly for dispatch so most streams carry their exact queue wait in the headers; a
-    stream still queued after that opens anyway and reports its place in SSE comments."""
+def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
+    headers = {"X-Request-ID": run.request_id, "X-Queue-Wait-Ms": f"{wait_s * 1000:.0f}",
+               "X-Priority": run.priority.value, "X-Cache": run.cache_status}
+    if run.reasoning_effort is not None:
+        headers["X-Reasoning-Effort"] = run.reasoning_effort
+    return headers
+
+
+async def stream_response(run: ChatRun, fmt: CompletionFormat, include_usage: bool) -> Response:
+    """The first event decides the status: a refusal is an HTTP error; otherwise the stream opens,
+    carrying the exact queue wait in its headers when the run started within a notice interval."""
+    events = run.events()
     try:
-        first = await ticket.next_event(timeout=NOTICE_INTERVAL_S)
-    except asyncio.CancelledError:
-        _release(scheduler, ticket, after)
+        first = await anext(events)
+    except BaseException:
+        await events.aclose()
         raise
-    if isinstance(first, SchedulerError):
-        _release(scheduler, ticket, after)
-        raise APIError.from_scheduler(first)
-    wait = first.queue_wait_s if isinstance(first, Dispatched) else scheduler.clock() - ticket.request.arrival
-    ticket.stream_open = True
-    return TicketStream(
-        ticket_events(scheduler, ticket, completion, first, include_usage),
-        on_close=lambda: _release(scheduler, ticket, after),
-        headers=headers_for(ticket, wait, extra),
-    )
+    if isinstance(first, Refused):
+        await events.aclose()
+        return error_response(first.refusal, run_headers(run, 0.0))
+    wait = first.waited_s if isinstance(first, Queued) else first.queue_wait_s if isinstance(first, Started) else 0.0
+    return EventStream(_sse(first, events, fmt, include_usage), on_close=events.aclose,
+                       headers=run_headers(run, wait))
 
 
-async def complete_ticket(request: Request, scheduler: Scheduler, ticket: Ticket, completion: Completion,
-                          extra: dict[str, str], after: Callable[[], None]) -> Response:
-    collect = asyncio.ensure_future(_collect(ticket, completion))
+async def complete_response(request: Request, run: ChatRun, fmt: CompletionFormat) -> Response:
+    collect = asyncio.ensure_future(_collect(run.events()))
     gone = asyncio.ensure_future(_client_gone(request))
     try:
         await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -52,44 +51,66 @@ async def complete_ticket(request: Request, scheduler: Scheduler, ticket: Ticket
         gone.cancel()
         if not collect.done():
             collect.cancel()
-        _release(scheduler, ticket, after)
+        run.release()
     if not collect.done() or collect.cancelled():
         return Response(status_code=499)
-    try:
-        wait = collect.result()
-    except APIError as exc:
-        exc.headers.update(headers_for(ticket, scheduler_wait(ticket), extra))
-        raise
-    return JSONResponse(completion.body(), headers=headers_for(ticket, wait, extra))
+    last, wait = collect.result()
+    if isinstance(last, Refused):
+        return error_response(last.refusal, run_headers(run, wait))
+    return JSONResponse(fmt.body(last), headers=run_headers(run, wait))
 
 
-def scheduler_wait(ticket: Ticket) -> float:
-    request = ticket.request
-    return (request.dispatched_at or request.arrival) - request.arrival
+class EventStream(StreamingResponse):
+    """A streaming response that closes its run however it ends, even if the client left before
+    the first byte."""
+
+    def __init__(self, content: AsyncIterator[str], on_close: Callable, headers: dict[str, str]) -> None:
+        super().__init__(content, media_type="text/event-stream", headers=headers)
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()
 
 
-async def _collect(ticket: Ticket, completion: Completion) -> float:
+async def _sse(first: Event, events: AsyncIterator[Event], fmt: CompletionFormat,
+               include_usage: bool) -> AsyncIterator[str]:
+    event: Event | None = first
+    waited = isinstance(first, Queued)
+    while event is not None:
+        if isinstance(event, Queued):
+            eta = "unknown" if event.estimated_wait_s is None else event.estimated_wait_s
+            yield sse_comment(f"queue position={event.position} estimated_wait_s={eta}")
+        elif isinstance(event, Started):
+            if waited:
+                yield sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")
+            yield fmt.chunk({"role": "assistant", "content": ""}, with_usage_field=include_usage)
+        elif isinstance(event, TextDelta):
+            yield fmt.chunk({"content": event.text}, with_usage_field=include_usage)
+        elif isinstance(event, Finished):
+            yield fmt.chunk({}, event.finish_reason, with_usage_field=include_usage)
+            if include_usage:
+                yield fmt.usage_chunk(event.usage)
+            yield SSE_DONE
+            return
+        elif isinstance(event, Refused):
+            yield sse(error_body(event.refusal))
+            return
+        event = await anext(events, None)
+
+
+async def _collect(events: AsyncIterator[Event]) -> tuple[Finished | Refused, float]:
     wait = 0.0
-    while True:
-        event = await ticket.next_event()
-        if isinstance(event, Dispatched):
+    async for event in events:
+        if isinstance(event, Started):
             wait = event.queue_wait_s
-        elif isinstance(event, SchedulerError):
-            raise APIError.from_scheduler(event)
-        elif isinstance(event, Delta):
-            if event.finish_reason == "abort":
-                raise APIError(503, "generation was aborted by the engine", code="aborted")
-            completion.add(event)
-            if event.finish_reason:
-                return wait
+        elif isinstance(event, (Finished, Refused)):
+            return event, wait
+    raise RuntimeError("the run ended without an outcome")
 
 
 async def _client_gone(request: Request) -> None:
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-def _release(scheduler: Scheduler, ticket: Ticket, after: Callable[[], None]) -> None:
-    ticket.close()
-    scheduler.cancel(ticket.request_id)
-    after()

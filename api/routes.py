@@ -8,10 +8,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.auth import identify
-from api.errors import APIError
 from api.chat import create_chat_completion
-from api.services import Services
+from api.errors import APIError
+from scheduler.snapshot import snapshot
 from scheduler.status import overall_status, request_status
+from wiring import Services
 
 router = APIRouter()
 router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
@@ -26,7 +27,7 @@ def _services(request: Request) -> Services:
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict:
     services = _services(request)
-    identify(request, services.config)
+    identify(request)
     caps = services.engine.capabilities
     return {"object": "list", "data": [{"id": caps.model, "object": "model", "created": _STARTED,
                                         "owned_by": "gpt-oss-webui", "max_model_len": caps.max_model_len}]}
@@ -35,10 +36,10 @@ async def list_models(request: Request) -> dict:
 @router.get("/v1/queue/status")
 async def queue_status(request: Request, request_id: str | None = None) -> dict:
     services = _services(request)
-    identify(request, services.config)
+    identify(request)
     if request_id is not None:
         return request_status(services.scheduler, request_id)
-    return overall_status(services.scheduler)
+    return overall_status(snapshot(services.scheduler))
 
 
 @router.get("/metrics")
@@ -62,7 +63,7 @@ async def healthz(request: Request) -> JSONResponse:
 @router.get("/v1/cache/stats")
 async def cache_stats(request: Request) -> dict:
     services = _services(request)
-    identify(request, services.config)
+    identify(request)
     if services.cache is None:
         return {"object": "cache.stats", "enabled": False}
     return services.cache.stats()
@@ -71,8 +72,7 @@ async def cache_stats(request: Request) -> dict:
 @router.delete("/v1/cache")
 async def clear_cache(request: Request) -> dict:
     services = _services(request)
-    caller = identify(request, services.config)
-    if services.config.server.admin_keys and not caller.admin:
+    if not identify(request).admin:
         raise APIError(401, "clearing the cache needs an admin key", code="admin_key_required")
     removed = await services.cache.clear() if services.cache is not None else 0
     return {"object": "cache.cleared", "removed": removed}

@@ -12,8 +12,8 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
 from api.routes import router
-from api.services import Services
 from monitor.metrics import Metrics
+from wiring import Services
 
 log = logging.getLogger("gpt_oss_webui")
 
@@ -46,7 +46,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan)
     app.state.services = services
-    app.state.metrics = Metrics(services)
+    app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu)
     app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes)
     install_error_handlers(app)
     app.include_router(router)
@@ -63,5 +63,5 @@ async def _start(services: Services, on_failure: Callable[[BaseException], None]
         return
     await services.scheduler.start()
     caps = services.engine.capabilities
-    log.info("engine ready: model=%s max_model_len=%d token_budget=%d", caps.model, caps.max_model_len,
+    log.info("engine ready: model=%s max_model_len=%d token_budget=%s", caps.model, caps.max_model_len,
              caps.token_budget)

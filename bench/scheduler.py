@@ -55,7 +55,7 @@ SERVER_SETTINGS = SIM_SERVER_SETTINGS
 
 def _make_requests(n: int, rng: random.Random, start_arrival: float, prefix: str) -> list:
     """Mixed classes as the API would score them: 20 % high, 50 % medium, 30 % low, a third short."""
-    from engine.base import GenParams, Prompt
+    from core.types import GenParams, Prompt
     from scheduler.request import PriorityClass, Request
     from settings.schema import SchedulerConfig
 

@@ -2,56 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Literal, Protocol
+from dataclasses import dataclass
+from typing import AsyncIterator, Protocol
 
-Role = Literal["system", "user", "assistant"]
-FinishReason = Literal["stop", "length", "abort"]
-
-
-@dataclass(slots=True, frozen=True)
-class ChatMessage:
-    role: Role
-    content: str
-
-
-@dataclass(slots=True)
-class GenParams:
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    stop: list[str] = field(default_factory=list)
-    seed: int | None = None
-    priority: int = 0  # lower runs first, as in vLLM
-
-
-@dataclass(slots=True)
-class Prompt:
-    """A chat rendered by the engine: exact token count plus whatever the engine needs later."""
-
-    num_tokens: int
-    payload: Any = None
-
-
-@dataclass(slots=True)
-class Delta:
-    """One step of output. `finish_reason` is set on the last delta only."""
-
-    text: str
-    num_tokens: int
-    finish_reason: FinishReason | None = None
-    cached_tokens: int = 0
+from core.types import ChatMessage, Delta, GenParams, Prompt
+from settings.schema import EngineConfig
 
 
 @dataclass(slots=True, frozen=True)
 class Capabilities:
+    """`token_budget`: KV tokens the engine holds (None: it manages its own memory, as an engine
+    behind a network hop does, and admission counts slots only). `exact_token_counts`: False where
+    prompt token counts are estimates (no local tokenizer)."""
+
     model: str
     max_model_len: int
-    token_budget: int
+    token_budget: int | None
     supports_priority: bool
     block_size: int = 1
     supports_reasoning_effort: bool = False
     max_num_seqs: int = 0  # sequences the engine runs at once; 0: no fixed limit
+    exact_token_counts: bool = True
 
 
 @dataclass(slots=True)
@@ -73,6 +44,9 @@ class EngineOutOfMemory(EngineError):
 
 
 class EngineBackend(Protocol):
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> EngineBackend: ...
+
     @property
     def ready(self) -> bool: ...
 

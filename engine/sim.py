@@ -17,16 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
-from engine.base import (
-    Capabilities,
-    ChatMessage,
-    Delta,
-    EngineError,
-    EngineOutOfMemory,
-    EngineStats,
-    GenParams,
-    Prompt,
-)
+from core.types import ChatMessage, Delta, GenParams, Prompt
+from engine.base import Capabilities, EngineError, EngineOutOfMemory, EngineStats
 from settings.schema import EngineConfig, SimConfig
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")

@@ -13,7 +13,8 @@ import logging
 import os
 from typing import Any, AsyncIterator
 
-from engine.base import Capabilities, ChatMessage, Delta, EngineError, EngineStats, GenParams, Prompt
+from core.types import ChatMessage, Delta, GenParams, Prompt
+from engine.base import Capabilities, EngineError, EngineStats
 from engine.kv_size import default_cpu_kv_bytes
 from engine.model_files import resolve_model
 from settings.schema import EngineConfig, VllmConfig

@@ -8,16 +8,19 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from api.services import Services
+from cache.store import ResponseCache
+from monitor.gpu import GpuMonitor
 from scheduler.events import QueueEvent
-from scheduler.request import PriorityClass
+from scheduler.loop import Scheduler
+from scheduler.outcome import Outcome
+from scheduler.snapshot import snapshot
 
 _WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class Metrics:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, scheduler: Scheduler, cache: ResponseCache | None, gpu: GpuMonitor | None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.admitted = Counter("gptoss_requests_admitted", "Requests admitted into the engine", ["priority"], registry=r)
@@ -37,8 +40,8 @@ class Metrics:
                               ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram("gptoss_request_duration_seconds", "Time from arrival to the last token of a "
                              "completed request", ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
-        r.register(_LiveState(services))
-        services.scheduler.listeners.append(self.on_event)
+        r.register(_LiveState(scheduler, cache, gpu))
+        scheduler.listeners.append(self.on_event)
 
     def on_event(self, event: QueueEvent) -> None:
         cls = event.priority.value
@@ -48,20 +51,20 @@ class Metrics:
         elif event.kind == "first_token":
             self.ttft.labels(cls).observe(event.elapsed_s)
         elif event.kind == "rejected":
-            self.rejected.labels(cls, event.outcome).inc()
-        elif event.outcome == "finish":
+            self.rejected.labels(cls, str(event.outcome)).inc()
+        elif event.outcome is Outcome.FINISH:
             self.e2e.labels(cls).observe(event.elapsed_s)
             return
-        elif event.outcome == "timeout":
+        elif event.outcome is Outcome.TIMEOUT:
             self.timed_out.labels(cls).inc()
-        elif event.outcome == "disconnect":
+        elif event.outcome is Outcome.DISCONNECT:
             self.disconnected.labels(cls, "running" if event.was_running else "queued").inc()
-        elif event.outcome == "engine_error":
+        elif event.outcome is Outcome.ENGINE_ERROR:
             self.failed.labels(cls).inc()
         else:
-            self.rejected.labels(cls, event.outcome).inc()
-        if event.kind == "finished" and event.in_stream and event.outcome != "disconnect":
-            self.failed_in_stream.labels(cls, event.outcome).inc()
+            self.rejected.labels(cls, str(event.outcome)).inc()
+        if event.kind == "finished" and event.in_stream and event.outcome is not Outcome.DISCONNECT:
+            self.failed_in_stream.labels(cls, str(event.outcome)).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -70,42 +73,42 @@ class Metrics:
 class _LiveState:
     """Gauges and engine/cache counters read when Prometheus scrapes, so they are never stale."""
 
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    def __init__(self, scheduler: Scheduler, cache: ResponseCache | None, gpu: GpuMonitor | None) -> None:
+        self.scheduler, self.cache, self.gpu = scheduler, cache, gpu
 
     def describe(self) -> list:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        s = self.services
-        sched = s.scheduler
+        snap = snapshot(self.scheduler)
         waiting = GaugeMetricFamily("gptoss_requests_waiting", "Requests waiting in the queue", labels=["priority"])
-        for cls in PriorityClass:
-            waiting.add_metric([cls.value], sched.queue.count(cls))
+        for cls, count in snap.waiting.items():
+            waiting.add_metric([cls.value], count)
         yield waiting
-        yield GaugeMetricFamily("gptoss_requests_running", "Requests running in the engine", sched.admission.running)
+        yield GaugeMetricFamily("gptoss_requests_running", "Requests running in the engine", snap.running)
         yield GaugeMetricFamily("gptoss_concurrency_limit", "Requests the engine may run at once now (adaptive)",
-                                sched.admission.max_concurrency)
-        if sched.limit.tpot_s is not None:
+                                snap.limit)
+        if snap.measured_tpot_s is not None:
             yield GaugeMetricFamily("gptoss_measured_tpot_seconds", "Time per output token the running limit "
-                                    "steers by, smoothed over control intervals", sched.limit.tpot_s)
-        yield GaugeMetricFamily("gptoss_emergency_mode", "1 while emergency mode is on", int(sched.pressure.emergency))
+                                    "steers by, smoothed over control intervals", snap.measured_tpot_s)
+        yield GaugeMetricFamily("gptoss_queue_wait_recent_seconds", "Mean queue wait over the last pressure "
+                                "interval (admitted requests and current waiters)", snap.avg_wait_s)
+        yield GaugeMetricFamily("gptoss_emergency_mode", "1 while emergency mode is on", int(snap.emergency))
         yield GaugeMetricFamily("gptoss_admission_paused", "1 while the memory guard pauses admissions",
-                                int(sched.admission.paused))
+                                int(snap.admission_paused))
         yield GaugeMetricFamily("gptoss_token_budget_in_use", "Worst-case tokens of running requests",
-                                sched.admission.tokens_in_use)
-        if s.engine.ready:
-            stats = s.engine.stats()
+                                snap.tokens_in_use)
+        if (stats := snap.engine) is not None:
             yield GaugeMetricFamily("gptoss_engine_kv_cache_usage_ratio", "Engine KV cache in use (0-1)", stats.kv_usage)
             yield CounterMetricFamily("gptoss_generated_tokens", "Tokens generated by the engine",
                                       stats.generated_tokens)
-        if s.cache is not None:
-            yield CounterMetricFamily("gptoss_cache_hits", "Response cache hits", s.cache.hits)
-            yield CounterMetricFamily("gptoss_cache_misses", "Response cache misses", s.cache.misses)
+        if self.cache is not None:
+            yield CounterMetricFamily("gptoss_cache_hits", "Response cache hits", self.cache.hits)
+            yield CounterMetricFamily("gptoss_cache_misses", "Response cache misses", self.cache.misses)
         yield from self._gpu()
 
     def _gpu(self) -> Iterator[Metric]:
-        gpu = self.services.gpu
+        gpu = self.gpu
         if gpu is None:
             return
         used = GaugeMetricFamily("gptoss_gpu_memory_used_bytes", "GPU memory in use", labels=["device"])

@@ -8,14 +8,15 @@ from scheduler.request import PriorityClass, Request
 class AdmissionController:
     """Admits while a slot is free and the running requests' worst-case tokens (prompt plus
     max_tokens, rounded up to the engine's KV block size) stay within the engine's KV budget, so
-    an admitted request never runs the engine out of memory. `paused` stops admissions without
+    an admitted request never runs the engine out of memory (an engine without a local budget,
+    `token_budget` None, is counted by slots only). `paused` stops admissions without
     touching what is running. A share of the limit (`high_reserve`, rounded down) is kept from low
     and medium requests. High requests count only their own class against the limit (never past
     `upper`, the engine's slots): a high request never waits for lower ones to finish, and while
     it runs above the limit the lower classes wait until the total is back under it, so the
     overshoot lasts one lower request's lifetime at most."""
 
-    def __init__(self, max_concurrency: int, token_budget: int, block_size: int = 1,
+    def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
                  high_reserve: float = 0.0, upper: int | None = None) -> None:
         self.max_concurrency = max_concurrency
         self.high_reserve = high_reserve
@@ -50,13 +51,13 @@ class AdmissionController:
         return blocks * self.block_size
 
     def can_ever_fit(self, request: Request) -> bool:
-        return self.cost(request) <= self.token_budget
+        return self.token_budget is None or self.cost(request) <= self.token_budget
 
     def fits(self, request: Request) -> bool:
         return (
             not self.paused
             and self._has_slot(request.priority)
-            and self.tokens_in_use + self.cost(request) <= self.token_budget
+            and (self.token_budget is None or self.tokens_in_use + self.cost(request) <= self.token_budget)
         )
 
     def admit(self, request: Request) -> None:

@@ -8,6 +8,7 @@ Pure: it reads the queue and the estimates and returns a decision.
 from __future__ import annotations
 
 from scheduler.admission import AdmissionController
+from scheduler.outcome import Outcome
 from scheduler.estimate import ArrivalRates, DrainEstimator, retry_after
 from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request, SchedulerError
@@ -31,7 +32,7 @@ def predicted_wait_s(request: Request, queue: PriorityQueue, admission: Admissio
 def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> SchedulerError | None:
     if wait_s is None or wait_s <= limit_s:
         return None
-    return SchedulerError("wait_limit", f"the queue would hold this {request.priority.value}-priority request "
+    return SchedulerError(Outcome.WAIT_LIMIT, f"the queue would hold this {request.priority.value}-priority request "
                           f"about {wait_s:.0f} s, past its limit of {limit_s:g} s; retry later",
                           retry_after(wait_s - limit_s))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal
 
+from scheduler.outcome import Outcome
 from scheduler.request import PriorityClass
 
 EventKind = Literal["admitted", "first_token", "finished", "rejected"]
@@ -12,13 +13,13 @@ EventKind = Literal["admitted", "first_token", "finished", "rejected"]
 
 @dataclass(slots=True, frozen=True)
 class QueueEvent:
-    """`outcome`: for finished, one of finish, disconnect, timeout, displaced, shutdown, engine_error;
-    for rejected (refused at submit), queue_full, wait_limit, too_large or shutdown. `in_stream`:
-    the request failed after its stream had opened."""
+    """`outcome`: how a finished request ended, or why a rejected one was refused at submit.
+    `in_stream`: the request failed after its stream had opened."""
 
     kind: EventKind
     priority: PriorityClass
-    outcome: str = ""
+    outcome: Outcome | None = None
+    caller: str = "anonymous"
     wait_s: float = 0.0
     elapsed_s: float = 0.0
     was_running: bool = False

@@ -18,6 +18,7 @@ from scheduler.door import predicted_wait_s, queue_room, wait_refusal
 from scheduler.estimate import ArrivalRates, DrainEstimator
 from scheduler.events import Listener, QueueEvent
 from scheduler.limit import ConcurrencyLimit
+from scheduler.outcome import Outcome
 from scheduler.pace import TokenPace
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
@@ -67,7 +68,7 @@ class Scheduler:
         self.closed = True
         for request in self.queue.ranked():
             self.queue.remove(request.request_id)
-            self._fail(request, SchedulerError("shutdown", "the server is shutting down"), "shutdown")
+            self._fail(request, SchedulerError(Outcome.SHUTDOWN, "the server is shutting down"))
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -87,14 +88,14 @@ class Scheduler:
                                              self.config.limit.high_reserve):
                 self._make_room(request)
         except SchedulerError as exc:
-            if exc.kind != "duplicate_id":
-                self._emit(QueueEvent("rejected", request.priority, exc.kind))
+            if exc.kind is not Outcome.DUPLICATE_ID:
+                self._emit(QueueEvent("rejected", request.priority, exc.kind, caller=request.caller))
             raise
         ticket = Ticket(request)
         self._tickets[request.request_id] = ticket
         self.queue.push(request)
-        log.debug("enqueue id=%s class=%s score=%.2f queued=%d", request.request_id, request.priority.value,
-                  request.score, len(self.queue))
+        log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
+                  request.priority.value, request.score, len(self.queue))
         self._dispatch()
         return ticket
 
@@ -104,25 +105,25 @@ class Scheduler:
         self.limit.set_upper(self.config.max_concurrency or slots or _NO_SLOT_LIMIT)
         self.admission.max_concurrency, self.admission.upper = self.limit.value, self.limit.upper
 
-    def cancel(self, request_id: str, reason: str = "disconnect") -> None:
+    def cancel(self, request_id: str) -> None:
         """The client left: drop its request from the queue, or abort it in the engine."""
         ticket = self._tickets.get(request_id)
         if ticket is None:
             return
         if self.queue.remove(request_id) is not None:
-            self._fail(ticket.request, SchedulerError(reason, "the client disconnected"), reason)
+            self._fail(ticket.request, SchedulerError(Outcome.DISCONNECT, "the client disconnected"))
             self._dispatch()  # the head may have been what blocked smaller requests
         elif (task := self._tasks.get(request_id)) is not None:
-            task.cancel(reason)
+            task.cancel()
 
     def _check_submittable(self, request: Request) -> None:
         if self.closed:
-            raise SchedulerError("shutdown", "the server is shutting down")
+            raise SchedulerError(Outcome.SHUTDOWN, "the server is shutting down")
         if request.request_id in self._tickets:
-            raise SchedulerError("duplicate_id", f"request_id {request.request_id!r} is already in progress")
+            raise SchedulerError(Outcome.DUPLICATE_ID, f"request_id {request.request_id!r} is already in progress")
         if not self.admission.can_ever_fit(request):
             raise SchedulerError(
-                "too_large",
+                Outcome.TOO_LARGE,
                 f"this request needs up to {self.admission.cost(request)} tokens (prompt + max_tokens) but the engine "
                 f"holds at most {self.admission.token_budget}; lower max_tokens or shorten the prompt",
             )
@@ -132,8 +133,8 @@ class Scheduler:
         wait = predicted_wait_s(request, self.queue, self.admission, self.drain, self.arrivals, limit)
         refusal = wait_refusal(request, wait, limit)
         if refusal is not None:
-            log.info("reject id=%s class=%s reason=wait_limit predicted_wait=%.1fs", request.request_id,
-                     request.priority.value, wait)
+            log.info("reject id=%s caller=%s class=%s reason=wait_limit predicted_wait=%.1fs", request.request_id,
+                     request.caller, request.priority.value, wait)
             raise refusal
 
     def _make_room(self, newcomer: Request) -> None:
@@ -141,13 +142,13 @@ class Scheduler:
         victim = self.queue.newest_below(newcomer.priority) if newcomer.priority is PriorityClass.HIGH else None
         if victim is None:
             retry = self.retry_after_s(newcomer.priority)
-            log.info("reject id=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
-                     newcomer.priority.value, retry)
-            raise SchedulerError("queue_full", f"the queue is full ({len(self.queue)} waiting); retry later", retry)
+            log.info("reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
+                     newcomer.caller, newcomer.priority.value, retry)
+            raise SchedulerError(Outcome.QUEUE_FULL, f"the queue is full ({len(self.queue)} waiting); retry later", retry)
         self.queue.remove(victim.request_id)
         retry = self.retry_after_s(victim.priority)
-        self._fail(victim, SchedulerError("displaced", "the queue is full and a high-priority request took "
-                                          "this request's place; retry later", retry), "displaced")
+        self._fail(victim, SchedulerError(Outcome.DISPLACED, "the queue is full and a high-priority request took "
+                                          "this request's place; retry later", retry))
 
     def _dispatch(self) -> None:
         while not self.closed and (head := self.queue.peek()) is not None:
@@ -174,36 +175,37 @@ class Scheduler:
         self._recent_waits.append((now, wait))
         ticket = self._tickets[request.request_id]
         ticket.events.put_nowait(Dispatched(wait))
-        self._emit(QueueEvent("admitted", request.priority, wait_s=wait))
+        self._emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
         log.debug("dispatch id=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
                   request.priority.value, self.queue.effective_score(request, now), wait, self.admission.running)
         self._tasks[request.request_id] = asyncio.create_task(self._run(ticket), name=f"run-{request.request_id}")
 
     async def _run(self, ticket: Ticket) -> None:
         request = ticket.request
-        outcome = "finish"
+        outcome = Outcome.FINISH
         last: float | None = None
         try:
             async for delta in self.engine.generate(request.request_id, request.prompt, request.params):
                 ticket.events.put_nowait(delta)
                 now = self.clock()
                 if last is None:
-                    self._emit(QueueEvent("first_token", request.priority, elapsed_s=now - request.arrival))
+                    self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
+                                          elapsed_s=now - request.arrival))
                 else:
                     self.pace.record(now - last, delta.num_tokens, self.admission.running)
                 last = now
         except asyncio.CancelledError:
-            outcome = "shutdown" if self.closed else "disconnect"
+            outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
             await self.engine.abort(request.request_id)
             message = "the server is shutting down" if self.closed else "the request was cancelled"
             ticket.events.put_nowait(SchedulerError(outcome, message))
         except EngineError as exc:
-            outcome = "engine_error"
-            ticket.events.put_nowait(SchedulerError("engine_error", f"the engine failed this request: {exc}"))
+            outcome = Outcome.ENGINE_ERROR
+            ticket.events.put_nowait(SchedulerError(outcome, f"the engine failed this request: {exc}"))
         except Exception:
-            outcome = "engine_error"
+            outcome = Outcome.ENGINE_ERROR
             log.exception("engine failure id=%s", request.request_id)
-            ticket.events.put_nowait(SchedulerError("engine_error", "the engine failed this request"))
+            ticket.events.put_nowait(SchedulerError(outcome, "the engine failed this request"))
         finally:
             self._tasks.pop(request.request_id, None)
             self.admission.release(request.request_id)
@@ -211,11 +213,11 @@ class Scheduler:
             self._finish(request, outcome)
             self._dispatch()
 
-    def _fail(self, request: Request, error: SchedulerError, outcome: str) -> None:
+    def _fail(self, request: Request, error: SchedulerError) -> None:
         ticket = self._tickets.get(request.request_id)
         if ticket is not None:
             ticket.events.put_nowait(error)
-        self._finish(request, outcome)
+        self._finish(request, error.kind)
 
     def _emit(self, event: QueueEvent) -> None:
         for listener in self.listeners:
@@ -229,18 +231,19 @@ class Scheduler:
         self.admission.paused = paused
         self._dispatch()
 
-    def _finish(self, request: Request, outcome: str) -> None:
+    def _finish(self, request: Request, outcome: Outcome) -> None:
         now = self.clock()
         ticket = self._tickets.pop(request.request_id, None)
         request.state = RequestState.FINISHED
         waited = (request.dispatched_at or now) - request.arrival
-        self._finished[request.request_id] = {"priority": request.priority.value, "waited_s": round(waited, 3),
-                                               "outcome": outcome}
+        self._finished[request.request_id] = {"priority": request.priority.value, "caller": request.caller,
+                                               "waited_s": round(waited, 3), "outcome": outcome.value}
         while len(self._finished) > _FINISHED_KEPT:
             self._finished.popitem(last=False)
-        log.info("%s id=%s class=%s score=%.2f wait=%.3fs total=%.3fs", outcome, request.request_id,
-                 request.priority.value, request.score, waited, now - request.arrival)
-        self._emit(QueueEvent("finished", request.priority, outcome, wait_s=waited, elapsed_s=now - request.arrival,
+        log.info("%s id=%s caller=%s class=%s score=%.2f wait=%.3fs total=%.3fs", outcome, request.request_id,
+                 request.caller, request.priority.value, request.score, waited, now - request.arrival)
+        self._emit(QueueEvent("finished", request.priority, outcome, caller=request.caller, wait_s=waited,
+                              elapsed_s=now - request.arrival,
                               was_running=request.dispatched_at is not None,
                               in_stream=ticket is not None and ticket.stream_open))
 
@@ -275,9 +278,9 @@ class Scheduler:
             self.queue.remove(request.request_id)
             limit = self.accepted_wait_s(request.priority)
             retry = self.retry_after_s(request.priority)
-            error = SchedulerError("queue_timeout", f"waited longer than the {request.priority.value}-priority "
+            error = SchedulerError(Outcome.TIMEOUT, f"waited longer than the {request.priority.value}-priority "
                                    f"limit of {limit:g} s in the queue; retry later", retry)
-            self._fail(request, error, "timeout")
+            self._fail(request, error)
         self._dispatch()
 
     def sample_pressure(self) -> None:
@@ -317,10 +320,6 @@ class Scheduler:
 
     def ticket(self, request_id: str) -> Ticket | None:
         return self._tickets.get(request_id)
-
-    def avg_wait_s(self) -> float:
-        waits = [w for _, w in self._recent_waits]
-        return sum(waits) / len(waits) if waits else 0.0
 
     def update_limits(self, max_concurrency: int | None = None, max_queue_size: int | None = None,
                       low_max_wait_s: float | None = None) -> None:

@@ -6,7 +6,8 @@ import asyncio
 from dataclasses import dataclass, field
 from enum import Enum
 
-from engine.base import GenParams, Prompt
+from core.types import GenParams, Prompt
+from scheduler.outcome import Outcome
 
 
 class PriorityClass(str, Enum):
@@ -29,13 +30,14 @@ class RequestState(Enum):
     FINISHED = "finished"
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Request:
     request_id: str
     priority: PriorityClass
     score: float
     prompt: Prompt
     params: GenParams
+    caller: str = "anonymous"  # a name for logs and status, never a key
     arrival: float = 0.0
     state: RequestState = RequestState.QUEUED
     dispatched_at: float | None = None
@@ -54,9 +56,9 @@ class Dispatched:
 
 
 class SchedulerError(Exception):
-    """Why the scheduler could not serve a request; the HTTP layer maps `kind` to a status."""
+    """Why the scheduler could not serve a request; the pipeline maps `kind` to a status."""
 
-    def __init__(self, kind: str, message: str, retry_after_s: int | None = None) -> None:
+    def __init__(self, kind: Outcome, message: str, retry_after_s: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message

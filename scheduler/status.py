@@ -1,42 +1,36 @@
-"""Read-only views of the scheduler for /v1/queue/status, the UI and the SSE queue notices."""
+"""/v1/queue/status: the scheduler's snapshot as JSON, and one request's place in the queue."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
 from scheduler.loop import Scheduler
-from scheduler.request import PriorityClass, RequestState
+from scheduler.request import RequestState
+from scheduler.snapshot import Snapshot
 
 
-def overall_status(s: Scheduler) -> dict:
-    now = s.clock()
-    waiting = {c.value: s.queue.count(c) for c in PriorityClass}
-    estimates = {}
-    for c in PriorityClass:
-        ahead = s.queue.count_ahead_of_new(s.pressure.weight(c, s.config.weights.of(c.value)), now)
-        position = ahead + 1 if ahead or not s.admission.free_slots else 0
-        estimates[c.value] = _round(s.estimated_wait_s(position))
+def overall_status(snap: Snapshot) -> dict:
     return {
         "object": "queue.status",
-        "engine_ready": s.engine.ready,
-        "waiting": waiting,
-        "waiting_total": len(s.queue),
-        "running": s.admission.running,
-        "slots": s.admission.max_concurrency,
-        "free_slots": s.admission.free_slots,
-        "max_concurrency": s.limit.upper,
-        "adaptive_limit": s.config.limit.adaptive,
-        "measured_tpot_s": _round(s.limit.tpot_s, 4),
-        "slo": {"tpot_s": s.config.slo.tpot_s, "ttft_s": s.config.slo.ttft_s},
-        "token_budget": s.admission.token_budget,
-        "tokens_in_use": s.admission.tokens_in_use,
-        "max_queue_size": s.config.max_queue_size,
-        "max_wait_s": {c.value: s.max_wait_s(c) for c in PriorityClass},
-        "avg_wait_s": round(s.avg_wait_s(), 3),
-        "estimated_wait_s": estimates,
-        "emergency": s.pressure.emergency,
-        "admission_paused": s.admission.paused,
-        "engine": asdict(s.engine.stats()) if s.engine.ready else None,
+        "engine_ready": snap.engine_ready,
+        "waiting": {c.value: n for c, n in snap.waiting.items()},
+        "waiting_total": snap.waiting_total,
+        "running": snap.running,
+        "slots": snap.limit,
+        "free_slots": snap.free_slots,
+        "max_concurrency": snap.max_concurrency,
+        "adaptive_limit": snap.adaptive,
+        "measured_tpot_s": _round(snap.measured_tpot_s, 4),
+        "slo": {"tpot_s": snap.slo_tpot_s, "ttft_s": snap.slo_ttft_s},
+        "token_budget": snap.token_budget,
+        "tokens_in_use": snap.tokens_in_use,
+        "max_queue_size": snap.max_queue_size,
+        "max_wait_s": snap.max_wait_s.as_dict(),
+        "avg_wait_s": round(snap.avg_wait_s, 3),
+        "estimated_wait_s": {c: _round(v) for c, v in snap.estimated_wait_s.as_dict().items()},
+        "emergency": snap.emergency,
+        "admission_paused": snap.admission_paused,
+        "engine": asdict(snap.engine) if snap.engine is not None else None,
     }
 
 
@@ -57,6 +51,7 @@ def request_status(s: Scheduler, request_id: str) -> dict:
             "position": position,
             "queue_length": len(s.queue),
             "priority": request.priority.value,
+            "caller": request.caller,
             "waited_s": round(now - request.arrival, 3),
             "estimated_wait_s": _round(s.estimated_wait_s(position)),
         }
@@ -66,6 +61,7 @@ def request_status(s: Scheduler, request_id: str) -> dict:
         "state": "running",
         "position": 0,
         "priority": request.priority.value,
+        "caller": request.caller,
         "waited_s": round(started - request.arrival, 3),
         "running_s": round(now - started, 3),
         "estimated_wait_s": 0.0,

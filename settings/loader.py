@@ -6,12 +6,13 @@ start-up with something an operator can fix without reading a traceback.
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, get_args
 
 import yaml
+from annotated_types import Ge, Le
+from pydantic import BaseModel, ValidationError
 
 from settings.schema import Config
 
@@ -39,72 +40,61 @@ def load_config(
     for item in overrides:
         key, value = _split_override(item)
         _set_dotted(raw, key, value)
-    return build(Config, raw)
+    return build(raw)
 
 
-def build(cls: type, data: Any, prefix: str = "", base: Any = None) -> Any:
-    """Turn a mapping into the dataclass `cls` over `base`, checking keys, types and ranges."""
+def build(data: Any) -> Config:
+    """Validate a mapping laid over the defaults, so a partial section keeps its other values."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix.rstrip('.') or '(top level)'}: expected a mapping, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(f"{prefix}{unknown[0]}: unknown key; allowed: {', '.join(fields)}")
-    hints = typing.get_type_hints(cls)
-    base = base if base is not None else cls()
-    values = {}
-    for name, f in fields.items():
-        current = getattr(base, name)
-        values[name] = _coerce(hints[name], data[name], prefix + name, f.metadata, current) if name in data else current
-    return cls(**values)
+        raise ConfigError(f"(top level): expected a mapping, got {data!r}")
+    try:
+        return Config.model_validate(_merge(Config().model_dump(), data))
+    except ValidationError as exc:
+        raise ConfigError(one_line(exc.errors()[0])) from None
 
 
-def _coerce(tp: Any, value: Any, key: str, meta: Any, current: Any) -> Any:
-    if dataclasses.is_dataclass(tp):
-        return build(tp, value, key + ".", current)
-    origin = get_origin(tp)
-    if origin is Literal:
-        allowed = get_args(tp)
-        if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
-        return value
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key}: {value!r} is not allowed; expected a mapping")
-        return dict(value)
-    if origin is list:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
-            raise ConfigError(f"{key}: {value!r} is not allowed; expected a list of strings")
-        return [str(v) for v in value]
-    return _scalar(tp, value, key, meta)
+def one_line(error: Any) -> str:
+    """A pydantic error as `key: value is not allowed; expected ...`."""
+    key = ".".join(str(part) for part in error["loc"])
+    value, kind = error.get("input"), error["type"]
+    parent, annotation, info = _field(error["loc"])
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key; allowed: {', '.join(parent.model_fields)}"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"{key or '(top level)'}: expected a mapping, got {value!r}"
+    if kind == "literal_error":
+        return f"{key}: {value!r} is not allowed; allowed: {', '.join(map(str, get_args(annotation)))}"
+    if annotation is bool:
+        return f"{key}: {value!r} is not allowed; expected true or false"
+    if annotation is int:
+        return f"{key}: {value!r} is not allowed; expected an integer{_range(info)}"
+    if annotation is float:
+        shown = float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        return f"{key}: {shown!r} is not allowed; expected a number{_range(info)}"
+    if annotation is str:
+        return f"{key}: {value!r} is not allowed; expected a string"
+    return f"{key}: {value!r} is not allowed; {error['msg'][:1].lower()}{error['msg'][1:]}"
 
 
-def _scalar(tp: Any, value: Any, key: str, meta: Any) -> Any:
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}: {value!r} is not allowed; expected true or false")
-        return value
-    if tp is str:
-        if isinstance(value, (dict, list)) or value is None:
-            raise ConfigError(f"{key}: {value!r} is not allowed; expected a string")
-        return str(value)
-    if tp is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ConfigError(f"{key}: {value!r} is not allowed; expected an integer{_range(meta)}")
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: {value!r} is not allowed; expected a number{_range(meta)}")
-        value = float(value)
-    lo, hi = meta.get("min"), meta.get("max")
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        kind = "an integer" if tp is int else "a number"
-        raise ConfigError(f"{key}: {value!r} is not allowed; expected {kind}{_range(meta)}")
-    return value
+def _field(loc: tuple) -> tuple[type[BaseModel], Any, Any]:
+    """The model holding the last key of `loc`, that key's type and its field info."""
+    model: type[BaseModel] = Config
+    annotation, info = Config, None
+    for part in loc:
+        info = model.model_fields.get(str(part)) if isinstance(model, type) else None
+        if info is None:
+            break
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and part != loc[-1]:
+            model = annotation
+    return model, annotation, info
 
 
-def _range(meta: Any) -> str:
-    lo, hi = meta.get("min"), meta.get("max")
+def _range(info: Any) -> str:
+    if info is None:
+        return ""
+    lo = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
+    hi = next((m.le for m in info.metadata if isinstance(m, Le)), None)
     if lo is not None and hi is not None:
         return f" between {lo} and {hi}"
     if lo is not None:

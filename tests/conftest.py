@@ -16,8 +16,8 @@ import openai
 import pytest
 import uvicorn
 
-from api.services import Services
-from app import build_app
+from wiring import Services, build_services
+from app import app_for
 from settings import load_config
 
 FAST_SIM = ["engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
@@ -68,9 +68,10 @@ def live_server(*overrides: str, wait_ready: bool = True, base: list[str] = FAST
     """`prepare` may replace parts of the services (a fake GPU reader, say) before the server starts."""
     config = load_config(None, overrides=[*base, *overrides])
     failures: list[BaseException] = []
-    app, services = build_app(config, failures.append)
+    services = build_services(config)
     if prepare is not None:
         prepare(services)
+    app = app_for(services, failures.append)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -9,7 +9,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from api.services import Services
+from pipeline.caller import Caller
+from pipeline.chat import ChatPipeline
+from pipeline.events import Finished, Refused
 from ui.chat import ChatSettings, run_chat
 
 MAX_PROMPTS = 1000
@@ -62,8 +64,8 @@ def _jsonl_prompts(content: str) -> list[str]:
     return out
 
 
-async def run_batch(services: Services, prompts: list[str], settings: ChatSettings, concurrency: int,
-                    progress: Callable[[int, int], None] = lambda done, total: None) -> list[BatchResult]:
+async def run_batch(pipeline: ChatPipeline, caller: Caller, prompts: list[str], settings: ChatSettings,
+                    concurrency: int, progress: Callable[[int, int], None] = lambda done, total: None) -> list[BatchResult]:
     gate = asyncio.Semaphore(max(1, concurrency))
     results: list[BatchResult | None] = [None] * len(prompts)
     done = 0
@@ -71,7 +73,7 @@ async def run_batch(services: Services, prompts: list[str], settings: ChatSettin
     async def one(index: int, prompt: str) -> None:
         nonlocal done
         async with gate:
-            results[index] = await _answer(services, index, prompt, settings)
+            results[index] = await _answer(pipeline, caller, index, prompt, settings)
         done += 1
         progress(done, len(prompts))
 
@@ -79,16 +81,15 @@ async def run_batch(services: Services, prompts: list[str], settings: ChatSettin
     return [r for r in results if r is not None]
 
 
-async def _answer(services: Services, index: int, prompt: str, settings: ChatSettings) -> BatchResult:
-    last = None
-    async for event in run_chat(services, [{"role": "user", "content": prompt}], settings):
-        last = event
-    if last is None or last.kind != "done":
-        message = last.message if last is not None else "no answer"
-        return BatchResult(index, prompt, "", f"error: {message}", 0, 0.0)
-    info = last.info
-    return BatchResult(index, prompt, last.text, "cached" if info.get("cached") else "ok",
-                       int(info.get("tokens", 0)), float(info.get("queue_wait_s", 0.0)))
+async def _answer(pipeline: ChatPipeline, caller: Caller, index: int, prompt: str,
+                  settings: ChatSettings) -> BatchResult:
+    async for event in run_chat(pipeline, caller, [{"role": "user", "content": prompt}], settings):
+        if isinstance(event, Finished):
+            return BatchResult(index, prompt, event.text, "cached" if event.cached else "ok",
+                               event.usage.completion_tokens, round(event.queue_wait_s, 2))
+        if isinstance(event, Refused):
+            return BatchResult(index, prompt, event.partial_text, f"error: {event.refusal.message}", 0, 0.0)
+    return BatchResult(index, prompt, "", "error: no answer", 0, 0.0)
 
 
 def write_results(results: list[BatchResult], fmt: str, directory: Path) -> Path:

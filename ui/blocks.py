@@ -1,5 +1,5 @@
-"""The Gradio page: layout and wiring only. The logic lives in ui/chat.py, ui/batch.py,
-ui/monitor.py and ui/operator.py, and every call goes to the in-process scheduler."""
+"""The Gradio page: layout and wiring only. Every handler acts as the signed-in caller, through
+the same pipeline as the HTTP API."""
 
 from __future__ import annotations
 
@@ -10,33 +10,52 @@ from typing import Any, AsyncIterator
 import gradio as gr
 import pandas as pd
 
-from api.services import Services
+from pipeline.caller import Caller
+from pipeline.events import Finished, Queued, Refused, Started, TextDelta
+from scheduler.snapshot import snapshot
+from settings.schema import SchedulerConfig, field_bounds
 from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
-from ui.chat import ChatEvent, ChatSettings, run_chat
+from ui.chat import ChatSettings, run_chat
 from ui.i18n import EN, ZH, message
-from ui.monitor import MonitorHistory, snapshot
+from ui.monitor import MonitorHistory, figures
+from ui.views import answer_info, header_html, monitor_markdown
 from ui.operator import SettingsError, apply_limits, apply_preset
+from ui.session import COOKIE, Sessions
+from wiring import Services
 
 CSS = """
 #queue-toast { position: fixed; top: 16px; right: 16px; z-index: 1000; max-width: 360px;
   background: #fff7e0; border: 1px solid #e0b000; border-radius: 8px; padding: 6px 14px;
   box-shadow: 0 2px 10px rgba(0,0,0,.15); }
+#header form { display: inline; } #header button { background: none; border: 0; text-decoration: underline;
+  cursor: pointer; color: inherit; padding: 0; font: inherit; }
 """
 LANG_JS = "() => (navigator.language || 'en').toLowerCase().startsWith('zh') ? '中文' : 'English'"
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH, "zh": ZH})
+PLOTS = (("waiting", "queue_plot", "requests"), ("memory_gb", "memory_plot", "GiB"),
+         ("tokens_per_s", "throughput_plot", "tokens/s"))
 
 
-def build_ui(services: Services, config_path: str) -> gr.Blocks:
+def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blocks:
     t = I18N
     history = MonitorHistory()
     cfg = services.config
+    pipeline, scheduler, engine = services.pipeline, services.scheduler, services.engine
+
+    def caller_of(request: gr.Request) -> Caller:
+        caller = sessions.caller(request.cookies.get(COOKIE)) if request is not None else None
+        if caller is None:
+            raise gr.Error("sign in first")
+        return caller
+
     with gr.Blocks(title="GPT-OSS WebUI") as demo:
-        lang = gr.Radio(["English", "中文"], value="English", label=t("language"), elem_id="language")
+        with gr.Row():
+            header = gr.HTML(header_html(services, None, "en"), elem_id="header")
+            lang = gr.Radio(["English", "中文"], value="English", label=t("language"), elem_id="language", scale=0)
         toast = gr.Markdown(visible=False, elem_id="queue-toast")
-        with gr.Tab(t("chat"), elem_id="tab-chat"):
+        with gr.Tab(t("chat"), elem_id="tab-chat") as chat_tab:
             chatbot = gr.Chatbot(elem_id="chatbot", height=420, buttons=["copy"])
             answer_info = gr.Markdown(elem_id="answer-info")
-            system = gr.Textbox(label=t("system_prompt"), lines=1, elem_id="system-prompt")
             with gr.Row():
                 msg = gr.Textbox(label=t("message"), placeholder=t("message_hint"), scale=6, elem_id="message")
                 send = gr.Button(t("send"), variant="primary", scale=1, elem_id="send")
@@ -44,35 +63,36 @@ def build_ui(services: Services, config_path: str) -> gr.Blocks:
             with gr.Row():
                 retry = gr.Button(t("retry"), elem_id="retry")
                 clear = gr.Button(t("clear"), elem_id="clear")
-            with gr.Accordion(t("advanced"), open=False, elem_id="advanced"):
+            with gr.Accordion(t("advanced"), open=False, elem_id="advanced") as advanced:
+                system = gr.Textbox(label=t("system_prompt"), lines=2, elem_id="system-prompt")
                 priority = gr.Radio(["high", "medium", "low"], value="medium", label=t("priority"), elem_id="priority")
-                max_len = services.engine.capabilities.max_model_len
+                max_len = engine.capabilities.max_model_len
                 max_tokens = gr.Slider(1, max_len, value=min(512, max_len), step=1, label=t("max_tokens"))
                 temperature = gr.Slider(0, 2, value=0.7, step=0.05, label=t("temperature"))
                 top_p = gr.Slider(0.05, 1, value=1.0, step=0.05, label=t("top_p"))
                 reasoning = gr.Radio(["low", "medium", "high"], value="medium", label=t("reasoning"))
                 timeout = gr.Number(300, minimum=1, label=t("timeout"))
-                gr.Markdown(f"#### {EN['server_wide']} / {ZH['server_wide']}")
-                admin_key = gr.Textbox(label=t("admin_key"), type="password", visible=bool(cfg.server.admin_keys))
-                with gr.Row():
-                    concurrency = gr.Number(cfg.scheduler.max_concurrency, precision=0, label=t("max_concurrency"),
-                                            elem_id="max-concurrency")
-                    queue_size = gr.Number(cfg.scheduler.max_queue_size, precision=0, label=t("queue_size"),
-                                           elem_id="queue-size")
-                    low_wait = gr.Number(cfg.scheduler.max_wait_s.low, label=t("low_wait"), elem_id="low-wait")
-                apply = gr.Button(t("apply"), elem_id="apply-limits")
-                with gr.Row():
-                    preset = gr.Dropdown(["personal", "team", "teaching"], value=None, label=t("preset"))
-                    apply_preset_button = gr.Button(t("apply_preset"), elem_id="apply-preset")
-                operator_status = gr.Markdown(elem_id="operator-status")
-        with gr.Tab(t("monitor"), elem_id="tab-monitor"):
+                with gr.Group(visible=not sessions.required, elem_id="operator") as operator:
+                    server_wide = gr.Markdown(f"#### {EN['server_wide']}")
+                    lo, hi = field_bounds(SchedulerConfig, "max_concurrency")
+                    with gr.Row():
+                        concurrency = gr.Number(cfg.scheduler.max_concurrency, precision=0, minimum=lo, maximum=hi,
+                                                label=t("max_concurrency"), elem_id="max-concurrency")
+                        queue_size = gr.Number(cfg.scheduler.max_queue_size, precision=0, label=t("queue_size"),
+                                               elem_id="queue-size")
+                        low_wait = gr.Number(cfg.scheduler.max_wait_s.low, label=t("low_wait"), elem_id="low-wait")
+                    apply = gr.Button(t("apply"), elem_id="apply-limits")
+                    with gr.Row():
+                        preset = gr.Dropdown(["personal", "team", "teaching"], value=None, label=t("preset"))
+                        apply_preset_button = gr.Button(t("apply_preset"), elem_id="apply-preset")
+                    operator_status = gr.Markdown(elem_id="operator-status")
+        with gr.Tab(t("monitor"), elem_id="tab-monitor") as monitor_tab:
             monitor = gr.Markdown(elem_id="monitor")
             with gr.Row():
-                queue_plot = gr.LinePlot(x="seconds", y="value", label=t("queue_plot"), height=220)
-                memory_plot = gr.LinePlot(x="seconds", y="value", label=t("memory_plot"), height=220)
-                speed_plot = gr.LinePlot(x="seconds", y="value", label=t("throughput_plot"), height=220)
+                plots = [gr.LinePlot(pd.DataFrame(history.rows(name)), x="minutes", y="value", label=t(key),
+                                     x_title="minutes ago", y_title=unit, height=220) for name, key, unit in PLOTS]
             timer = gr.Timer(1.5)
-        with gr.Tab(t("batch"), elem_id="tab-batch"):
+        with gr.Tab(t("batch"), elem_id="tab-batch") as batch_tab:
             prompts = gr.Textbox(label=t("prompts"), lines=6, elem_id="batch-prompts")
             upload = gr.File(label=t("upload"), file_types=[".txt", ".jsonl"], type="filepath")
             with gr.Row():
@@ -88,21 +108,28 @@ def build_ui(services: Services, config_path: str) -> gr.Blocks:
 
         settings_inputs = [system, priority, max_tokens, temperature, top_p, reasoning, timeout, lang]
 
-        async def respond(text: str, chat: list, *values: Any) -> AsyncIterator[tuple]:
+        async def respond(text: str, chat: list, system_prompt: str, prio: str, max_tok: float, temp: float,
+                          top: float, effort: str, limit: float, language: str,
+                          request: gr.Request) -> AsyncIterator[tuple]:
+            caller = caller_of(request)
             if not text.strip():
                 yield chat, text, gr.update(visible=False), ""
                 return
             chat = [*chat, {"role": "user", "content": text}]
-            async for update in _answer(services, chat, *values):
-                yield update[0], "", update[1], update[2]
+            settings = _settings(system_prompt, prio, max_tok, temp, top, effort, limit)
+            async for shown, toast_update, info in _answer(services, caller, chat, settings, language):
+                yield shown, "", toast_update, info
 
-        async def redo(chat: list, *values: Any) -> AsyncIterator[tuple]:
+        async def redo(chat: list, system_prompt: str, prio: str, max_tok: float, temp: float, top: float,
+                       effort: str, limit: float, language: str, request: gr.Request) -> AsyncIterator[tuple]:
+            caller = caller_of(request)
             while chat and chat[-1]["role"] == "assistant":
                 chat = chat[:-1]
             if not chat:
                 yield chat, gr.update(visible=False), ""
                 return
-            async for update in _answer(services, chat, *values):
+            settings = _settings(system_prompt, prio, max_tok, temp, top, effort, limit)
+            async for update in _answer(services, caller, chat, settings, language):
                 yield update
 
         chat_outputs = [chatbot, msg, toast, answer_info]
@@ -115,46 +142,49 @@ def build_ui(services: Services, config_path: str) -> gr.Blocks:
         clear.click(lambda: ([], gr.update(visible=False), ""), None, [chatbot, toast, answer_info],
                     cancels=events, concurrency_limit=None)
 
-        def limits(key: str, conc: float, size: float, wait: float) -> str:
+        def limits(conc: float, size: float, wait: float, request: gr.Request) -> str:
             try:
-                return apply_limits(services, int(conc), int(size), float(wait), key)
+                return apply_limits(scheduler, engine, caller_of(request), int(conc), int(size), float(wait))
             except SettingsError as exc:
                 gr.Warning(str(exc))
                 return f"⚠️ {exc}"
 
-        def use_preset(key: str, name: str | None) -> tuple:
+        def use_preset(name: str | None, request: gr.Request) -> tuple:
+            caller = caller_of(request)
             if not name:
                 return gr.update(), gr.update(), gr.update(), ""
             try:
-                conc, size, wait = apply_preset(services, name, config_path, key)
+                conc, size, wait = apply_preset(scheduler, caller, name, config_path)
             except SettingsError as exc:
                 gr.Warning(str(exc))
                 return gr.update(), gr.update(), gr.update(), f"⚠️ {exc}"
             return conc, size, wait, f"preset {name} applied"
 
-        apply.click(limits, [admin_key, concurrency, queue_size, low_wait], operator_status, concurrency_limit=None)
-        apply_preset_button.click(use_preset, [admin_key, preset], [concurrency, queue_size, low_wait, operator_status],
+        apply.click(limits, [concurrency, queue_size, low_wait], operator_status, concurrency_limit=None)
+        apply_preset_button.click(use_preset, [preset], [concurrency, queue_size, low_wait, operator_status],
                                   concurrency_limit=None)
 
-        def refresh(language: str) -> tuple:
-            history.sample(services)
-            return (_monitor_markdown(snapshot(services, history), language),
-                    pd.DataFrame(history.rows("waiting")), pd.DataFrame(history.rows("memory_gb")),
-                    pd.DataFrame(history.rows("tokens_per_s")))
+        def refresh(language: str, request: gr.Request) -> tuple:
+            caller = caller_of(request)
+            snap = snapshot(scheduler)
+            history.sample(snap, services.gpu)
+            view = figures(snap, services.gpu, services.cache, history)
+            return (header_html(services, caller, _code(language)), monitor_markdown(view, _code(language)),
+                    *(pd.DataFrame(history.rows(name)) for name, _, _ in PLOTS))
 
-        timer.tick(refresh, lang, [monitor, queue_plot, memory_plot, speed_plot], concurrency_limit=None,
-                   show_progress="hidden")
+        timer.tick(refresh, lang, [header, monitor, *plots], concurrency_limit=None, show_progress="hidden")
 
         async def batch(text: str, file: str | None, prio: str, conc: float, language: str,
-                        progress: gr.Progress = gr.Progress()) -> tuple:
+                        request: gr.Request, progress: gr.Progress = gr.Progress()) -> tuple:
+            caller = caller_of(request)
             try:
                 items = parse_prompts(text, file)
             except BatchInputError as exc:
                 gr.Warning(str(exc))
                 return f"⚠️ {exc}", gr.update(), gr.update(visible=False), gr.update(visible=False)
             progress((0, len(items)), desc="batch")
-            results = await run_batch(services, items, ChatSettings(priority=prio, temperature=0.7), int(conc),
-                                      lambda done, total: progress((done, total), desc="batch"))
+            results = await run_batch(pipeline, caller, items, ChatSettings(priority=prio, temperature=0.7),
+                                      int(conc), lambda done, total: progress((done, total), desc="batch"))
             folder = Path(tempfile.mkdtemp(prefix="gptoss-batch-"))
             rows = [[r.index + 1, r.prompt, r.answer, r.status, r.tokens, r.queue_wait_s] for r in results]
             return (message(_code(language), "batch_done", n=len(results)), rows,
@@ -163,63 +193,79 @@ def build_ui(services: Services, config_path: str) -> gr.Blocks:
 
         run.click(batch, [prompts, upload, batch_priority, batch_concurrency, lang],
                   [batch_status, table, download_jsonl, download_csv], concurrency_limit=None)
+
+        def on_load(language: str, request: gr.Request) -> tuple:
+            caller = caller_of(request)
+            return header_html(services, caller, _code(language)), gr.update(visible=caller.admin)
+
+        relabelled = {chat_tab: "chat", monitor_tab: "monitor", batch_tab: "batch", msg: "message", send: "send",
+                      stop: "stop", retry: "retry", clear: "clear", advanced: "advanced", system: "system_prompt",
+                      priority: "priority", max_tokens: "max_tokens", temperature: "temperature", top_p: "top_p",
+                      reasoning: "reasoning", timeout: "timeout", concurrency: "max_concurrency",
+                      queue_size: "queue_size", low_wait: "low_wait", apply: "apply", preset: "preset",
+                      apply_preset_button: "apply_preset", prompts: "prompts", upload: "upload",
+                      batch_priority: "priority", batch_concurrency: "concurrency", run: "run_batch",
+                      table: "results", download_jsonl: "download_jsonl", download_csv: "download_csv",
+                      lang: "language", server_wide: "server_wide"}
+
+        def relabel(language: str, request: gr.Request) -> list:
+            caller = caller_of(request)
+            code = _code(language)
+            updates = [_relabel(component, key, code) for component, key in relabelled.items()]
+            return [*updates, header_html(services, caller, code)]
+
         demo.load(None, None, lang, js=LANG_JS)
+        demo.load(on_load, lang, [header, operator], concurrency_limit=None)
+        lang.change(relabel, lang, [*relabelled, header], concurrency_limit=None, show_progress="hidden")
     demo.queue(default_concurrency_limit=None)
     return demo
 
 
-async def _answer(services: Services, chat: list, system: str, priority: str, max_tokens: float,
-                  temperature: float, top_p: float, reasoning: str, timeout: float,
+def _settings(system: str, priority: str, max_tokens: float, temperature: float, top_p: float, reasoning: str,
+              timeout: float) -> ChatSettings:
+    return ChatSettings(priority, int(max_tokens), float(temperature), float(top_p), reasoning,
+                        float(timeout or 300), system or "")
+
+
+async def _answer(services: Services, caller: Caller, chat: list, settings: ChatSettings,
                   language: str) -> AsyncIterator[tuple]:
     """(chat, toast, info) updates for one answer."""
     code = _code(language)
-    settings = ChatSettings(priority, int(max_tokens), float(temperature), float(top_p), reasoning,
-                            float(timeout or 300), system or "")
-    shown = [*chat, {"role": "assistant", "content": ""}]
-    yield shown, gr.update(visible=False), ""
-    async for event in run_chat(services, chat, settings):
-        shown[-1] = {"role": "assistant", "content": event.text or shown[-1]["content"]}
-        yield shown, *_event_view(event, code)
-
-
-def _event_view(event: ChatEvent, code: str) -> tuple:
     hidden = gr.update(visible=False)
-    if event.kind == "queued":
-        text = message(code, "queued", position=event.position, length=event.queue_length)
-        if event.eta_s is not None:
-            text += message(code, "eta", s=event.eta_s)
-        return gr.update(value=text, visible=True), ""
-    if event.kind == "rejected":
-        gr.Warning(message(code, "busy", message=event.message, retry=event.retry_after_s))
-        return hidden, ""
-    if event.kind == "error":
-        gr.Warning(message(code, "error", message=event.message))
-        return hidden, ""
-    if event.kind == "done":
-        info = event.info
-        return hidden, message(code, "info", priority=info.get("priority"), wait=info.get("queue_wait_s", 0.0),
-                               tokens=info.get("tokens", 0), speed=info.get("tokens_per_s", "–"),
-                               cache=message(code, "yes" if info.get("cached") else "no"))
-    return hidden, gr.update()
+    shown = [*chat, {"role": "assistant", "content": ""}]
+    yield shown, hidden, ""
+    text, priority = "", ""
+    async for event in run_chat(services.pipeline, caller, chat, settings):
+        if isinstance(event, Started):
+            priority = event.priority
+        elif isinstance(event, Queued):
+            note = message(code, "queued", position=event.position, length=event.queue_length)
+            if event.estimated_wait_s is not None:
+                note += message(code, "eta", s=event.estimated_wait_s)
+            yield shown, gr.update(value=note, visible=True), ""
+        elif isinstance(event, TextDelta):
+            text += event.text
+            shown[-1] = {"role": "assistant", "content": text}
+            yield shown, hidden, gr.update()
+        elif isinstance(event, Finished):
+            shown[-1] = {"role": "assistant", "content": event.text}
+            yield shown, hidden, answer_info(event, caller, priority, code)
+        elif isinstance(event, Refused):
+            refusal = event.refusal
+            if refusal.retry_after_s is not None:
+                gr.Warning(message(code, "busy", message=refusal.message, retry=refusal.retry_after_s))
+            else:
+                gr.Warning(message(code, "error", message=refusal.message))
+            yield shown, hidden, ""
 
 
-def _monitor_markdown(s: dict, language: str) -> str:
-    code = _code(language)
-    if s["gpus"]:
-        memory = "\n".join(f"- GPU {g['index']} {g['name']}: {g['used_gb']:.1f} / {g['total_gb']:.1f} GiB, "
-                           f"{g['utilization_pct']:.0f}% busy" for g in s["gpus"])
-    else:
-        kv = "–" if s["kv_usage_pct"] is None else f"{s['kv_usage_pct']:.1f}%"
-        memory = (f"{message(code, 'no_gpu')}\n\n- process memory: {s['process_memory_gb']:.2f} GiB\n"
-                  f"- KV cache in use: {kv}")
-    waiting = s["waiting"]
-    hit = "–" if s["cache_hit_rate"] is None else f"{100 * s['cache_hit_rate']:.0f}%"
-    tpot = "–" if s["tpot_s"] is None else f"{1000 * s['tpot_s']:.0f} ms"
-    return (f"{memory}\n\n| waiting high / medium / low | running / limit | time per token (objective) | avg wait | "
-            f"tokens/s | cache hit rate | emergency | admissions |\n|---|---|---|---|---|---|---|---|\n"
-            f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} / {s['slots']} | "
-            f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | {hit} | "
-            f"{'ON' if s['emergency'] else 'off'} | {'paused' if s['admission_paused'] else 'open'} |")
+def _relabel(component: Any, key: str, code: str) -> dict:
+    text = message(code, key)
+    if isinstance(component, (gr.Button, gr.DownloadButton)):
+        return gr.update(value=text)
+    if isinstance(component, gr.Markdown):
+        return gr.update(value=f"#### {text}")
+    return gr.update(label=text)
 
 
 def _code(language: str) -> str:

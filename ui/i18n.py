@@ -1,6 +1,5 @@
 """Labels in English and Simplified Chinese. Static labels follow the browser's language (Gradio's
-I18n, also switchable in Gradio's settings); messages built while answering follow the page's
-language switch."""
+I18n) until the page's Language switch is used; messages built while answering follow the switch."""
 
 from __future__ import annotations
 
@@ -37,7 +36,9 @@ MESSAGES = {
         "queued": "Queued: position {position} of {length}", "eta": ", about {s:.0f} s",
         "busy": "The server is busy: {message} Try again in about {retry} s.",
         "error": "Error: {message}",
-        "info": "class {priority} · waited {wait:.1f} s · {tokens} tokens · {speed} tok/s · cache {cache}",
+        "info": "{caller} · class {priority} · waited {wait:.1f} s · {tokens} tokens · {speed} tok/s · cache {cache}",
+        "ready": "ready", "loading": "loading the model…", "signed_in": "signed in as {name}",
+        "sign_out": "Sign out",
         "yes": "hit", "no": "miss",
         "no_gpu": "No GPU here: showing process memory and the engine's KV cache instead.",
         "batch_done": "{n} prompts answered",
@@ -46,7 +47,9 @@ MESSAGES = {
         "queued": "排队中：第 {position} 位，共 {length} 位", "eta": "，约 {s:.0f} 秒",
         "busy": "服务器繁忙：{message} 请约 {retry} 秒后重试。",
         "error": "出错：{message}",
-        "info": "优先级 {priority} · 等待 {wait:.1f} 秒 · {tokens} 个 token · {speed} token/秒 · 缓存 {cache}",
+        "info": "{caller} · 优先级 {priority} · 等待 {wait:.1f} 秒 · {tokens} 个 token · {speed} token/秒 · 缓存 {cache}",
+        "ready": "就绪", "loading": "正在加载模型…", "signed_in": "已登录：{name}",
+        "sign_out": "退出登录",
         "yes": "命中", "no": "未命中",
         "no_gpu": "本机没有 GPU：改为显示进程内存和引擎 KV 缓存占用。",
         "batch_done": "已完成 {n} 个提示词",
@@ -55,5 +58,7 @@ MESSAGES = {
 
 
 def message(lang: str, key: str, **values: object) -> str:
-    table = MESSAGES["zh" if lang.lower().startswith("zh") else "en"]
-    return table[key].format(**values)
+    """A message, or a static label (the Language switch relabels the page with these)."""
+    zh = lang.lower().startswith("zh")
+    text = MESSAGES["zh" if zh else "en"].get(key) or (ZH if zh else EN)[key]
+    return text.format(**values)

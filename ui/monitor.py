@@ -9,8 +9,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from api.services import Services
-from scheduler.request import PriorityClass
+from cache.store import ResponseCache
+from monitor.gpu import GpuMonitor
+from scheduler.snapshot import Snapshot
 
 
 @dataclass(slots=True, frozen=True)
@@ -30,56 +31,54 @@ class MonitorHistory:
         self.samples: deque[Sample] = deque()
         self._last_tokens: tuple[float, int] | None = None
 
-    def sample(self, services: Services, now: float | None = None) -> Sample | None:
+    def sample(self, snap: Snapshot, gpu: GpuMonitor | None, now: float | None = None) -> Sample | None:
         now = time.monotonic() if now is None else now
         if self.samples and now - self.samples[-1].t < self.min_interval_s:
             return None
-        tokens = services.engine.stats().generated_tokens if services.engine.ready else 0
+        tokens = snap.engine.generated_tokens if snap.engine is not None else 0
         rate = 0.0
         if self._last_tokens is not None and now > self._last_tokens[0]:
             rate = max(0, tokens - self._last_tokens[1]) / (now - self._last_tokens[0])
         self._last_tokens = (now, tokens)
-        sample = Sample(now, len(services.scheduler.queue), services.scheduler.admission.running,
-                        memory_in_use_bytes(services) / 2**30, rate)
+        sample = Sample(now, snap.waiting_total, snap.running, memory_in_use_bytes(gpu) / 2**30, rate)
         self.samples.append(sample)
         while self.samples and now - self.samples[0].t > self.window_s:
             self.samples.popleft()
         return sample
 
     def rows(self, field_name: str) -> list[dict]:
-        """Rows for a line plot: seconds relative to now (negative) and the chosen value."""
+        """Rows for a line plot: minutes before the latest sample, and the value. Before any
+        sample, one zero point, so the plot shows its axes instead of nothing."""
         if not self.samples:
-            return []
+            return [{"minutes": 0.0, "value": 0.0}]
         last = self.samples[-1].t
-        return [{"seconds": round(s.t - last, 1), "value": round(getattr(s, field_name), 3)} for s in self.samples]
+        return [{"minutes": round((s.t - last) / 60, 3), "value": round(getattr(s, field_name), 3)}
+                for s in self.samples]
 
 
-def snapshot(services: Services, history: MonitorHistory) -> dict:
-    sched = services.scheduler
-    cache = services.cache.stats() if services.cache is not None else None
-    engine = services.engine.stats() if services.engine.ready else None
-    gpu = services.gpu
+def figures(snap: Snapshot, gpu: GpuMonitor | None, cache: ResponseCache | None, history: MonitorHistory) -> dict:
+    """What the monitor panel shows, from the scheduler's snapshot plus memory and cache."""
+    cache_stats = cache.stats() if cache is not None else None
     devices = gpu.devices if gpu is not None else []
     return {
         "gpus": [{"index": d.index, "name": d.name, "used_gb": d.used_bytes / 2**30, "total_gb": d.total_bytes / 2**30,
                   "utilization_pct": d.utilization_pct} for d in devices],
         "process_memory_gb": process_memory_bytes() / 2**30,
-        "kv_usage_pct": 100 * engine.kv_usage if engine else None,
-        "waiting": {c.value: sched.queue.count(c) for c in PriorityClass},
-        "running": sched.admission.running,
-        "slots": sched.admission.max_concurrency,
-        "tpot_s": sched.limit.tpot_s,
-        "tpot_objective_s": sched.config.slo.tpot_s,
-        "avg_wait_s": sched.avg_wait_s(),
+        "kv_usage_pct": 100 * snap.engine.kv_usage if snap.engine else None,
+        "waiting": {c.value: n for c, n in snap.waiting.items()},
+        "running": snap.running,
+        "slots": snap.limit,
+        "tpot_s": snap.measured_tpot_s,
+        "tpot_objective_s": snap.slo_tpot_s,
+        "avg_wait_s": snap.avg_wait_s,
         "tokens_per_s": history.samples[-1].tokens_per_s if history.samples else 0.0,
-        "cache_hit_rate": cache["hit_rate"] if cache else None,
-        "emergency": sched.pressure.emergency,
-        "admission_paused": sched.admission.paused,
+        "cache_hit_rate": cache_stats["hit_rate"] if cache_stats else None,
+        "emergency": snap.emergency,
+        "admission_paused": snap.admission_paused,
     }
 
 
-def memory_in_use_bytes(services: Services) -> int:
-    gpu = services.gpu
+def memory_in_use_bytes(gpu: GpuMonitor | None) -> int:
     if gpu is not None and gpu.devices:
         return sum(d.used_bytes for d in gpu.devices)
     return process_memory_bytes()

@@ -1,43 +1,47 @@
-"""Server-wide settings changed from the page: validated, applied live, visible in the queue status."""
+"""Server-wide settings changed from the page by an admin: validated against the bounds the
+settings declare, applied live, visible in the queue status."""
 
 from __future__ import annotations
 
-from api.services import Services
+from engine.base import EngineBackend
+from pipeline.caller import Caller
+from scheduler.loop import Scheduler
 from settings import ConfigError, load_config
-
-MAX_CONCURRENCY = 4096
+from settings.schema import PressureConfig, SchedulerConfig, field_bounds
 
 
 class SettingsError(ValueError):
     pass
 
 
-def apply_limits(services: Services, max_concurrency: int, max_queue_size: int, low_max_wait_s: float,
-                 admin_key: str = "") -> str:
-    _check_admin(services, admin_key)
-    limit = min(MAX_CONCURRENCY, services.engine.capabilities.max_num_seqs or MAX_CONCURRENCY)
-    if not 0 <= max_concurrency <= limit:
-        raise SettingsError(f"maximum concurrency must be between 0 (the engine's slots) and {limit}")
-    if not 1 <= max_queue_size <= 1_000_000:
-        raise SettingsError("queue size must be between 1 and 1000000")
-    if not 0.1 <= low_max_wait_s <= 86_400:
-        raise SettingsError("low-priority maximum wait must be between 0.1 and 86400 s")
-    services.scheduler.update_limits(int(max_concurrency), int(max_queue_size), float(low_max_wait_s))
+def apply_limits(scheduler: Scheduler, engine: EngineBackend, caller: Caller, max_concurrency: int,
+                 max_queue_size: int, low_max_wait_s: float) -> str:
+    _check_admin(caller)
+    lo, hi = field_bounds(SchedulerConfig, "max_concurrency")
+    hi = min(hi, engine.capabilities.max_num_seqs or hi)
+    if not lo <= max_concurrency <= hi:
+        raise SettingsError(f"maximum concurrency must be between {lo} (the engine's slots) and {hi}")
+    lo, hi = field_bounds(SchedulerConfig, "max_queue_size")
+    if not lo <= max_queue_size <= hi:
+        raise SettingsError(f"queue size must be between {lo} and {hi}")
+    lo, _ = field_bounds(PressureConfig, "low_max_wait_s")
+    if not lo <= low_max_wait_s <= 86_400:
+        raise SettingsError(f"low-priority maximum wait must be between {lo} and 86400 s")
+    scheduler.update_limits(int(max_concurrency), int(max_queue_size), float(low_max_wait_s))
     return f"applied: concurrency {max_concurrency}, queue {max_queue_size}, low wait {low_max_wait_s:g} s"
 
 
-def apply_preset(services: Services, preset: str, config_path: str, admin_key: str = "") -> tuple[int, int, float]:
+def apply_preset(scheduler: Scheduler, caller: Caller, preset: str, config_path: str) -> tuple[int, int, float]:
     """The preset's scheduler limits, applied live; engine settings need a restart."""
-    _check_admin(services, admin_key)
+    _check_admin(caller)
     try:
         chosen = load_config(config_path, preset=preset).scheduler
     except ConfigError as exc:
         raise SettingsError(str(exc)) from None
-    services.scheduler.update_limits(chosen.max_concurrency, chosen.max_queue_size, chosen.max_wait_s.low)
+    scheduler.update_limits(chosen.max_concurrency, chosen.max_queue_size, chosen.max_wait_s.low)
     return chosen.max_concurrency, chosen.max_queue_size, chosen.max_wait_s.low
 
 
-def _check_admin(services: Services, admin_key: str) -> None:
-    keys = services.config.server.admin_keys
-    if keys and admin_key not in keys:
-        raise SettingsError("an admin key is needed to change server-wide settings")
+def _check_admin(caller: Caller) -> None:
+    if not caller.admin:
+        raise SettingsError("only an admin may change server-wide settings; sign in with an admin key")

@@ -178,7 +178,7 @@ async def test_single_flight_identical_requests_share_one_generation(make_server
     assert len({a["id"] for a in answers}) == 10
     stats = httpx.get(live.url + "/v1/cache/stats").json()
     assert (stats["hits"], stats["misses"], stats["entries"]) == (9, 1, 1)  # followers count as hits
-    assert len(live.services.flight) == 0
+    assert len(live.services.pipeline.cache.flight) == 0
 
 
 async def test_200_concurrent_requests_get_their_own_answers(make_server, tmp_path: Path,
@@ -234,7 +234,7 @@ def test_a_hit_is_served_while_the_engine_is_still_loading(tmp_path: Path):
         miss = http.post(CHAT, json=body("not stored yet"))
         assert miss.status_code == 503 and miss.json()["error"]["code"] == "engine_loading"
         assert http.get("/healthz").status_code == 503 and not loading.services.engine.ready
-        assert len(loading.services.flight) == 0  # the failed leader released its flight
+        assert len(loading.services.pipeline.cache.flight) == 0  # the failed leader released its flight
 
 
 def test_cache_stats_fields(make_server, tmp_path: Path):

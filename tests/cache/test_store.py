@@ -38,7 +38,8 @@ async def make_cache(tmp_path: Path):
     opened: list[ResponseCache] = []
 
     async def make(name: str = "c", clock: FakeClock | None = None, **fields) -> ResponseCache:
-        cache = ResponseCache(CacheConfig(path=str(tmp_path / f"{name}.sqlite3"), **fields), clock or FakeClock())
+        config = CacheConfig(path=str(tmp_path / f"{name}.sqlite3")).model_copy(update=fields)  # tiny sizes too
+        cache = ResponseCache(config, clock or FakeClock())
         await cache.open()
         opened.append(cache)
         return cache

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from engine.base import ChatMessage, EngineOutOfMemory, GenParams
+from core.types import ChatMessage, GenParams
+from engine.base import EngineOutOfMemory
 from engine.registry import create_engine
 from engine.sim import SimEngine
 from settings.schema import EngineConfig, SimConfig

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.base import Delta
+from core.types import Delta
 from engine.sim import SimEngine
 from monitor.gpu import GpuMonitor, GpuUnavailable, MemoryGuard, NvmlReader
 from scheduler.loop import Scheduler

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from engine.base import GenParams, Prompt
+from core.types import GenParams, Prompt
 from scheduler.request import PriorityClass, Request
 
 _ids = itertools.count()

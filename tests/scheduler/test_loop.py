@@ -6,9 +6,12 @@ import asyncio
 
 import pytest
 
-from engine.base import Delta
+from core.types import Delta
 from engine.sim import SimEngine
 from scheduler.loop import Scheduler
+from scheduler.outcome import Outcome
+from scheduler.snapshot import snapshot
+from scheduler.status import overall_status
 from scheduler.request import Dispatched, PriorityClass as P, SchedulerError
 from settings.schema import LimitConfig, PerClass, SchedulerConfig, SimConfig
 from tests.scheduler.factory import FakeClock, make_request
@@ -91,14 +94,14 @@ async def test_full_queue_rejects_and_high_displaces_the_newest_lowest():
 
 async def test_waiters_time_out_per_class():
     clock = FakeClock()
-    sched = await started(slots=1, latency_ms=50, clock=clock, max_wait_s=PerClass(300, 120, 60))
+    sched = await started(slots=1, latency_ms=50, clock=clock, max_wait_s=PerClass(high=300, medium=120, low=60))
     sched.submit(make_request(max_tokens=100))
     low = sched.submit(make_request(P.LOW))
     medium = sched.submit(make_request(P.MEDIUM))
     clock.advance(61)
     sched.expire_waiters()
     timeout = await asyncio.wait_for(low.events.get(), 1)
-    assert timeout.kind == "queue_timeout" and "60 s" in timeout.message
+    assert timeout.kind is Outcome.TIMEOUT and "60 s" in timeout.message
     assert medium.events.empty() and len(sched.queue) == 1
     assert sched.finished_info(low.request_id)["outcome"] == "timeout"
     await stop(sched)
@@ -201,7 +204,7 @@ async def test_a_high_behind_an_aged_low_head_still_takes_its_slot():
 
 
 async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_door():
-    sched = await started(slots=1, latency_ms=50, max_wait_s=PerClass(300, 120, 60))
+    sched = await started(slots=1, latency_ms=50, max_wait_s=PerClass(high=300, medium=120, low=60))
     sched.submit(make_request(P.LOW, max_tokens=500))
     sched.drain.record(10.0)  # one request every 10 s
     accepted = [sched.submit(make_request(P.LOW)) for _ in range(6)]  # the 6th starts after ~60 s
@@ -247,4 +250,20 @@ async def test_the_running_limit_follows_the_engine_tpot():
     engine.config.batch_slowdown = 0.8  # each sequence now costs four times as much: the knee is 11
     await asyncio.sleep(3)
     assert sched.admission.max_concurrency < 25, sched.limit.tpot_s
+    await stop(sched)
+
+
+async def test_average_wait_returns_to_zero_one_interval_after_the_queue_empties():
+    clock = FakeClock()
+    sched = await started(slots=1, clock=clock)
+    first = sched.submit(make_request(max_tokens=3))
+    waiter = sched.submit(make_request(max_tokens=3))
+    clock.advance(8)
+    assert snapshot(sched).avg_wait_s == 8  # the waiter so far; the first start is older than the interval
+    await events_until_done(first)
+    await events_until_done(waiter)
+    snap = snapshot(sched)
+    assert snap.waiting_total == 0 and snap.avg_wait_s == 8 and overall_status(snap)["avg_wait_s"] == 8
+    clock.advance(sched.config.pressure.interval_s + 0.1)
+    assert snapshot(sched).avg_wait_s == 0
     await stop(sched)

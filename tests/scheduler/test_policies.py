@@ -48,6 +48,15 @@ def test_admission_by_slots_and_tokens():
     assert adm.tokens_in_use == 40
 
 
+def test_an_engine_without_a_local_budget_is_admitted_by_slots_only():
+    adm = AdmissionController(max_concurrency=2, token_budget=None)
+    huge = make_request(prompt_tokens=10**6, max_tokens=10**6)
+    assert adm.can_ever_fit(huge) and adm.fits(huge)
+    adm.admit(huge)
+    adm.admit(make_request())
+    assert not adm.fits(make_request())  # the slots still count
+
+
 def test_pressure_enters_and_leaves_emergency():
     mon = PressureMonitor(PressureConfig(avg_wait_s=3, high_waiting=3, high_boost=1.5, low_max_wait_s=20))
     assert not mon.sample(avg_wait_s=2.9, high_waiting=2)

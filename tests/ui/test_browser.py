@@ -7,8 +7,6 @@ is set, which makes that a failure."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import csv
 import importlib.util
 import json
@@ -21,17 +19,15 @@ from typing import Any, Callable, Iterator
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, live_server
+from pipeline.caller import key_name
+from tests.conftest import LiveServer
+from tests.ui.conftest import QUICK
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--disable-quic", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 WAIT_MS = 30_000
-UI = "server.ui=true"
-# 5 ms a token: a default answer (512 tokens, natural_stop off in the tests' base settings) streams
-# for about 2.6 s, long enough to watch it grow and short enough to keep the module quick.
-QUICK = "engine.sim.token_latency_ms=5"
 
 
 def _missing() -> str | None:
@@ -58,46 +54,6 @@ def browser() -> Iterator[Browser]:
             yield chromium
         finally:
             chromium.close()
-
-
-def start_server(stack: contextlib.ExitStack, *overrides: str) -> LiveServer:
-    """live_server(*overrides), entered inside a running event loop, with Gradio's queue analytics off.
-
-    Built outside a running loop, Gradio's safe_get_lock/safe_get_stop_event make a new event loop
-    for every lock (12 per page) and never close them: ResourceWarnings, errors here, whenever the
-    garbage collector finds them. And its analytics summary sets a pandas option that pandas 3
-    deprecates, a DeprecationWarning (an error here) inside the server after every event."""
-
-    async def enter() -> LiveServer:
-        return stack.enter_context(live_server(*overrides))
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(10**9))   # read once, when the queue is built
-        try:
-            asyncio.get_running_loop()   # Playwright's sync API, once started, runs one in this thread
-        except RuntimeError:
-            pass
-        else:
-            return stack.enter_context(live_server(*overrides))
-        loop = asyncio.new_event_loop()
-        try:
-            return loop.run_until_complete(enter())
-        finally:
-            loop.close()
-
-
-@pytest.fixture(scope="module")
-def ui_server() -> Iterator[LiveServer]:
-    """The page over a quick simulator, shared by the tests that change no server setting."""
-    with contextlib.ExitStack() as stack:
-        yield start_server(stack, UI, QUICK)
-
-
-@pytest.fixture
-def make_ui_server() -> Iterator[Callable[..., LiveServer]]:
-    """A page server with its own settings (the UI is always on), stopped after the test."""
-    with contextlib.ExitStack() as stack:
-        yield lambda *overrides: start_server(stack, UI, *overrides)
 
 
 @pytest.fixture
@@ -198,7 +154,45 @@ def test_page_loads_with_tabs(ui_server: LiveServer, open_page: Callable, shot: 
     for element in ("#message textarea", "#send", "#stop", "#retry", "#clear", "#advanced"):
         expect(page.locator(element)).to_be_visible()
     expect(page.locator("#queue-toast")).to_be_hidden()
+    expect(page.locator("#header")).to_contain_text("sim")  # the served model
+    expect(page.locator("#engine-state")).to_have_text("ready")
     shot(page, "loaded")
+    page.locator("#language").get_by_text("中文").click()  # the switch relabels the page itself
+    expect(page.get_by_role("tab", name="对话")).to_be_visible()
+    expect(page.locator("#send")).to_have_text("发送")
+    expect(page.locator("#engine-state")).to_have_text("就绪")
+    shot(page, "chinese")
+
+
+def test_sign_in_then_chat_as_the_key(make_ui_server: Callable, browser: Browser, shot: Callable) -> None:
+    live = make_ui_server(QUICK, "server.api_keys=[k1secret]", "server.admin_keys=[admsecret]")
+    context = browser.new_context(locale="en-US", viewport={"width": 1280, "height": 1000})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(live.url + "/")
+        expect(page.locator("#sign-in")).to_be_visible()
+        assert page.url.endswith("/signin")
+        page.locator("#key").fill("wrong")
+        page.locator("#sign-in").click()
+        expect(page.locator(".problem")).to_contain_text("not known")
+        page.locator("#key").fill("k1secret")
+        shot(page, "sign-in")
+        page.locator("#sign-in").click()
+        expect(page.locator("#chatbot")).to_be_visible()
+        name = key_name("k1secret")
+        expect(page.locator("#header")).to_contain_text(f"signed in as {name}")
+        expect(page.locator("#engine-state")).to_have_text("ready")
+        send(page, "hello as a signed-in user")
+        expect(page.locator("#answer-info")).to_contain_text(f"{name} · class medium", timeout=WAIT_MS)
+        page.locator("#advanced").get_by_text("Advanced settings").click()
+        expect(page.locator("#system-prompt textarea")).to_be_visible()
+        expect(page.locator("#max-concurrency input")).to_be_hidden()  # operator controls: admins only
+        shot(page, "answered")
+        page.locator("#sign-out").click()
+        expect(page.locator("#sign-in")).to_be_visible()
+    finally:
+        context.close()
 
 
 def test_message_streams_an_answer(ui_server: LiveServer, open_page: Callable, shot: Callable) -> None:
@@ -211,7 +205,7 @@ def test_message_streams_an_answer(ui_server: LiveServer, open_page: Callable, s
     second = bot_text(page)
     assert len(second) > len(first) and second.startswith(first.rstrip()), (first, second)
     info = page.locator("#answer-info")
-    expect(info).to_contain_text("class medium", timeout=WAIT_MS)
+    expect(info).to_contain_text("anonymous · class medium", timeout=WAIT_MS)
     expect(info).to_contain_text("cache")
     expect(info).to_contain_text("512 tokens")
     assert len(bot_text(page)) > len(second)

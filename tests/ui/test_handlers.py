@@ -9,14 +9,20 @@ import json
 import pytest
 
 from app import build_app
-from settings import load_config
+from pipeline.caller import Caller
+from pipeline.events import Finished, Queued, Refused, Started, TextDelta
 from scheduler.request import PriorityClass
+from scheduler.snapshot import snapshot
+from settings import load_config
 from tests.conftest import FAST_SIM
 from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
 from ui.chat import ChatSettings, run_chat
 from ui.i18n import message
-from ui.monitor import MonitorHistory, process_memory_bytes, snapshot
+from ui.monitor import MonitorHistory, figures, process_memory_bytes
 from ui.operator import SettingsError, apply_limits, apply_preset
+
+ANON = Caller("anonymous")
+ADMIN = Caller("key-admin", admin=True)
 
 
 async def services_with(*overrides: str):
@@ -36,19 +42,20 @@ async def close(services) -> None:
         await services.cache.close()
 
 
-async def events(services, text: str = "hi", **settings) -> list:
-    return [e async for e in run_chat(services, [{"role": "user", "content": text}], ChatSettings(**settings))]
+async def events(services, text: str = "hi", caller: Caller = ANON, **settings) -> list:
+    history = [{"role": "user", "content": text}]
+    return [e async for e in run_chat(services.pipeline, caller, history, ChatSettings(**settings))]
 
 
 async def test_answer_streams_text_then_done():
     services = await services_with()
-    out = await events(services, max_tokens=6, temperature=0)
-    kinds = [e.kind for e in out]
-    assert kinds[0] == "started" and kinds[-1] == "done" and "text" in kinds
-    assert len(out[-1].text.split()) == 6
-    assert out[-1].info["priority"] == "medium" and out[-1].info["tokens"] == 6 and not out[-1].info["cached"]
-    texts = [e.text for e in out if e.kind == "text"]
-    assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))  # the whole answer so far, growing
+    out = await events(services, max_tokens=6, temperature=0, caller=Caller("key-1234"))
+    assert isinstance(out[0], Started) and out[0].priority == "medium" and isinstance(out[-1], Finished)
+    deltas = [e.text for e in out if isinstance(e, TextDelta)]
+    assert len(deltas) == 6 and "".join(deltas) == out[-1].text and len(out[-1].text.split()) == 6
+    assert out[-1].usage.completion_tokens == 6 and not out[-1].cached
+    request_id = next(iter(services.scheduler._finished))
+    assert services.scheduler.finished_info(request_id)["caller"] == "key-1234"  # who asked, for the status
     await close(services)
 
 
@@ -57,9 +64,9 @@ async def test_waiting_answers_report_their_queue_position():
     blocker = asyncio.create_task(events(services, max_tokens=250))
     await asyncio.sleep(0.05)
     out = await events(services, max_tokens=3, priority="low")
-    queued = [e for e in out if e.kind == "queued"]
+    queued = [e for e in out if isinstance(e, Queued)]
     assert queued and queued[0].position == 1 and queued[0].queue_length == 1
-    assert out[-1].kind == "done" and out[-1].info["queue_wait_s"] > 0.5
+    assert isinstance(out[-1], Finished) and out[-1].queue_wait_s > 0.5
     await blocker
     await close(services)
 
@@ -71,7 +78,7 @@ async def test_full_queue_is_a_rejection_with_retry_time():
     waiter = asyncio.create_task(events(services, max_tokens=3))
     await asyncio.sleep(0.05)
     out = await events(services, max_tokens=3)
-    assert out[-1].kind == "rejected" and out[-1].retry_after_s >= 1
+    assert isinstance(out[-1], Refused) and out[-1].refusal.status == 429 and out[-1].refusal.retry_after_s >= 1
     await asyncio.gather(blocker, waiter)
     await close(services)
 
@@ -79,9 +86,9 @@ async def test_full_queue_is_a_rejection_with_retry_time():
 async def test_bad_settings_and_timeouts_are_readable_errors():
     services = await services_with("engine.sim.token_latency_ms=20")
     bad = await events(services, temperature=5.0)
-    assert bad[-1].kind == "error" and "temperature" in bad[-1].message
+    assert isinstance(bad[-1], Refused) and bad[-1].refusal.param == "temperature"
     slow = await events(services, max_tokens=500, timeout_s=0.3)
-    assert slow[-1].kind == "error" and "0.3 s" in slow[-1].message
+    assert isinstance(slow[-1], Refused) and "0.3 s" in slow[-1].refusal.message and slow[-1].partial_text
     await asyncio.sleep(0.05)
     assert services.scheduler.admission.running == 0 and services.engine.stats().running == 0
     await close(services)
@@ -89,9 +96,9 @@ async def test_bad_settings_and_timeouts_are_readable_errors():
 
 async def test_cancelling_the_answer_aborts_it_in_the_engine():
     services = await services_with("engine.sim.token_latency_ms=20")
-    stream = run_chat(services, [{"role": "user", "content": "hi"}], ChatSettings(max_tokens=500))
+    stream = run_chat(services.pipeline, ANON, [{"role": "user", "content": "hi"}], ChatSettings(max_tokens=500))
     async for event in stream:
-        if event.kind == "text":
+        if isinstance(event, TextDelta):
             break
     await stream.aclose()  # what the page's stop button does to the handler
     await asyncio.sleep(0.05)
@@ -103,8 +110,8 @@ async def test_repeated_deterministic_answers_come_from_the_cache(tmp_path):
     services = await services_with("cache.enabled=true", f"cache.path={tmp_path / 'c.sqlite3'}")
     first = await events(services, max_tokens=5, temperature=0)
     second = await events(services, max_tokens=5, temperature=0)
-    assert [e.kind for e in second] == ["done"] and second[0].info["cached"] is True
-    assert second[0].text == first[-1].text
+    assert isinstance(second[-1], Finished) and second[-1].cached is True
+    assert second[-1].text == first[-1].text and not first[-1].cached
     await close(services)
 
 
@@ -112,7 +119,7 @@ async def test_batch_answers_in_input_order_with_progress(tmp_path):
     services = await services_with("engine.sim.token_latency_ms=2")
     prompts = [f"prompt number {i}" for i in range(5)]
     seen = []
-    results = await run_batch(services, prompts, ChatSettings(max_tokens=4, temperature=0), 3,
+    results = await run_batch(services.pipeline, ANON, prompts, ChatSettings(max_tokens=4, temperature=0), 3,
                               lambda done, total: seen.append((done, total)))
     assert [r.prompt for r in results] == prompts and all(r.status == "ok" and r.answer for r in results)
     assert seen[-1] == (5, 5) and len(seen) == 5
@@ -139,30 +146,35 @@ def test_batch_inputs(tmp_path):
 
 async def test_operator_limits_are_validated_and_live():
     services = await services_with("server.admin_keys=[adm]", "engine.sim.max_num_seqs=16")
+    sched, engine = services.scheduler, services.engine
     with pytest.raises(SettingsError, match="admin key"):
-        apply_limits(services, 4, 10, 30)
+        apply_limits(sched, engine, services.keyring.caller_for(None), 4, 10, 30)
+    admin = services.keyring.caller_for("adm")
     with pytest.raises(SettingsError, match=r"between 0 \(the engine's slots\) and 16"):
-        apply_limits(services, 17, 10, 30, "adm")
-    assert apply_limits(services, 3, 10, 30, "adm").startswith("applied")
+        apply_limits(sched, engine, admin, 17, 10, 30)
+    with pytest.raises(SettingsError, match="queue size must be between 1 and 1000000"):
+        apply_limits(sched, engine, admin, 3, 0, 30)
+    assert apply_limits(sched, engine, admin, 3, 10, 30).startswith("applied")
     assert services.scheduler.admission.max_concurrency == 3 and services.scheduler.config.max_queue_size == 10
     assert services.scheduler.max_wait_s(PriorityClass.LOW) == 30
-    assert apply_preset(services, "team", "config.yaml", "adm") == (0, 256, 60.0)
+    assert apply_preset(sched, admin, "team", "config.yaml") == (0, 256, 60.0)
     assert services.scheduler.limit.upper == 16  # 0: the engine's slots
     with pytest.raises(SettingsError, match="not defined"):
-        apply_preset(services, "huge", "config.yaml", "adm")
+        apply_preset(sched, admin, "huge", "config.yaml")
     await close(services)
 
 
 async def test_monitor_figures_without_a_gpu():
     services = await services_with()
     history = MonitorHistory(min_interval_s=0)
-    history.sample(services, now=1.0)
+    assert history.rows("waiting") == [{"minutes": 0.0, "value": 0.0}]  # axes before any data
+    history.sample(snapshot(services.scheduler), None, now=1.0)
     await events(services, max_tokens=5)
-    history.sample(services, now=2.0)
-    view = snapshot(services, history)
+    history.sample(snapshot(services.scheduler), None, now=31.0)
+    view = figures(snapshot(services.scheduler), None, None, history)
     assert view["gpus"] == [] and view["process_memory_gb"] > 0 and view["kv_usage_pct"] == 0
-    assert view["waiting"] == {"high": 0, "medium": 0, "low": 0} and history.samples[-1].tokens_per_s == 5.0
-    assert [r["seconds"] for r in history.rows("waiting")] == [-1.0, 0.0]
+    assert view["waiting"] == {"high": 0, "medium": 0, "low": 0} and history.samples[-1].tokens_per_s == 5 / 30
+    assert [r["minutes"] for r in history.rows("waiting")] == [-0.5, 0.0]
     assert process_memory_bytes() > 10 * 2**20
     await close(services)
 
@@ -171,3 +183,4 @@ def test_messages_in_both_languages():
     text = message("en", "queued", position=3, length=7) + message("en", "eta", s=12.4)
     assert text == "Queued: position 3 of 7, about 12 s"
     assert "第 3 位" in message("zh-CN", "queued", position=3, length=7)
+    assert message("zh", "send") == "发送" and message("en", "send") == "Send"  # static labels too

@@ -1,0 +1,1 @@
+"""Types every layer shares: the chat, the sampling parameters, the engine's output."""

@@ -1,0 +1,77 @@
+"""The response cache on the request path: plan (MISS or BYPASS), lookup with single flight, and
+write-back of finished answers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from cache.flight import SingleFlight
+from cache.keys import CacheKey, KeyedRequest, is_cacheable, make_key
+from cache.store import CachedResponse, ResponseCache
+from pipeline.params import ChatCompletionRequest
+from settings.schema import CacheConfig
+
+
+@dataclass(slots=True)
+class CachePlan:
+    key: CacheKey | None = None  # None: the cache is bypassed
+    read: bool = False
+    leader: bool = False
+
+    @property
+    def status(self) -> str:
+        return "MISS" if self.key is not None else "BYPASS"
+
+
+class CachePath:
+    def __init__(self, cache: ResponseCache | None, config: CacheConfig, flight: SingleFlight | None = None) -> None:
+        self.cache = cache
+        self.config = config
+        self.flight = flight or SingleFlight()
+
+    def plan(self, model: str, body: ChatCompletionRequest, namespace: str, cache_control: str = "") -> CachePlan:
+        """`Cache-Control: no-store` or `"cache": false` bypass the cache; `no-cache` skips the
+        lookup but stores the fresh answer; only deterministic requests are cached unless configured."""
+        directives = {d.strip().lower() for d in cache_control.split(",")}
+        if self.cache is None or body.cache is False or "no-store" in directives:
+            return CachePlan()
+        keyed = KeyedRequest(
+            model=model,
+            messages=tuple((m.role, m.content) for m in (msg.to_chat() for msg in body.messages)),
+            max_tokens=body.requested_max_tokens, temperature=body.temperature, top_p=body.top_p,
+            stop=tuple(body.stop_list), seed=body.seed, reasoning_effort=body.reasoning_effort,
+            namespace=namespace,
+        )
+        if not is_cacheable(keyed, self.config.mode):
+            return CachePlan()
+        return CachePlan(make_key(keyed, self.config), read="no-cache" not in directives)
+
+    async def lookup(self, plan: CachePlan) -> CachedResponse | None:
+        """A stored answer, or the answer of an identical request being generated right now."""
+        if plan.key is None or not plan.read or self.cache is None:
+            return None
+        hit = await self.cache.get(plan.key)
+        if hit is not None:
+            return hit
+        leader = self.flight.follow(plan.key.digest)
+        if leader is None:
+            plan.leader = True
+            return None
+        shared = await asyncio.shield(leader)  # None when the leader failed: generate on our own
+        if shared is not None:
+            self.cache.shared_hit()  # served as a hit, so the stats count it as one
+        return shared
+
+    def store(self, plan: CachePlan, result: CachedResponse) -> None:
+        """Keep a finished answer and share it with followers."""
+        if plan.key is None or self.cache is None or result.finish_reason not in ("stop", "length"):
+            return
+        self.cache.put(plan.key, result)
+        if plan.leader:
+            self.flight.finish(plan.key.digest, result)
+
+    def release(self, plan: CachePlan) -> None:
+        """After the request ends in any way, release followers still waiting."""
+        if plan.leader and plan.key is not None:
+            self.flight.finish(plan.key.digest, None)

@@ -1,0 +1,223 @@
+"""One chat call from a caller to the engine and back, whichever transport asked."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from cache.store import CachedResponse
+from core.types import Delta
+from engine.base import EngineBackend
+from pipeline.cache_path import CachePath, CachePlan
+from pipeline.caller import Caller
+from pipeline.events import Event, Finished, Queued, Refused, Started, TextDelta, Usage
+from pipeline.params import ChatCompletionRequest
+from pipeline.prepare import check_model, max_tokens_param, prepare_generation
+from pipeline.refusal import Refusal
+from scheduler.loop import Scheduler
+from scheduler.outcome import Outcome
+from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
+from scheduler.request import Dispatched, PriorityClass, Request, SchedulerError, Ticket
+from scheduler.status import request_status
+from settings.schema import Config
+
+NOTICE_INTERVAL_S = 1.0
+_PIECES = re.compile(r"\s*\S+|\s+")
+
+
+@dataclass(slots=True, frozen=True)
+class PriorityHints:
+    """What the transport adds to the body's own `priority`: an X-Priority header, batch mode."""
+
+    header: str | None = None
+    batch: bool = False
+
+
+@dataclass(slots=True)
+class ChatCall:
+    """`streamed`: the transport shows output as it comes, so a failure after the first event can
+    only be told in-band (counted apart in the metrics)."""
+
+    caller: Caller
+    params: ChatCompletionRequest
+    hints: PriorityHints = field(default_factory=PriorityHints)
+    request_id: str | None = None
+    cache_control: str = ""
+    streamed: bool = False
+    timeout_s: float | None = None
+
+
+class ChatPipeline:
+    def __init__(self, config: Config, engine: EngineBackend, scheduler: Scheduler, cache: CachePath) -> None:
+        self.config = config
+        self.engine = engine
+        self.scheduler = scheduler
+        self.cache = cache
+
+    async def start(self, call: ChatCall) -> ChatRun:
+        """Everything that can refuse before any answer exists; raises Refusal."""
+        body = call.params
+        priority, score = self._priority(call)
+        check_model(self.engine, body)
+        request_id = call.request_id or f"chatcmpl-{uuid.uuid4().hex}"
+        plan = self.cache.plan(self.engine.capabilities.model, body, call.caller.cache_namespace, call.cache_control)
+        hit = await self.cache.lookup(plan)
+        run = ChatRun(self, call, request_id, priority, plan, hit)
+        if hit is None:
+            try:
+                run.ticket = self._submit(call, request_id, priority, score)
+            except BaseException:
+                run.release()
+                raise
+        return run
+
+    async def run(self, call: ChatCall) -> AsyncIterator[Event]:
+        """start() and events() in one: a refusal at the door is a Refused event too."""
+        try:
+            chat = await self.start(call)
+        except Refusal as refusal:
+            yield Refused(refusal)
+            return
+        async for event in chat.events():
+            yield event
+
+    def _priority(self, call: ChatCall) -> tuple[PriorityClass, float]:
+        body = call.params
+        given = PriorityInput(call.hints.header, call.caller.priority_key, body.priority, call.hints.batch,
+                              body.requested_max_tokens, body.temperature)
+        try:
+            return resolve_priority(given, self.config.scheduler)
+        except PriorityInputError as exc:
+            raise Refusal(400, str(exc), param=exc.param, code="invalid_priority") from None
+
+    def _submit(self, call: ChatCall, request_id: str, priority: PriorityClass, score: float) -> Ticket:
+        prompt, params = prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
+        request = Request(request_id=request_id, priority=priority, score=score, prompt=prompt, params=params,
+                          caller=call.caller.name)
+        try:
+            return self.scheduler.submit(request)
+        except SchedulerError as exc:
+            param = max_tokens_param(call.params) if exc.kind is Outcome.TOO_LARGE else None
+            raise Refusal.from_scheduler(exc, param) from None
+
+
+class ChatRun:
+    """A started call: what the transport needs for its headers, then its events. Iterate
+    `events()` or call `release()`; either frees the queue slot however the call ends."""
+
+    def __init__(self, pipeline: ChatPipeline, call: ChatCall, request_id: str, priority: PriorityClass,
+                 plan: CachePlan, hit: CachedResponse | None) -> None:
+        self.pipeline = pipeline
+        self.call = call
+        self.request_id = request_id
+        self.priority = priority
+        self.plan = plan
+        self.hit = hit
+        self.ticket: Ticket | None = None
+        self.started = time.monotonic()
+        self._released = False
+
+    @property
+    def cache_status(self) -> str:
+        return "HIT" if self.hit is not None else self.plan.status
+
+    @property
+    def reasoning_effort(self) -> str | None:
+        """The effort asked for, or "ignored" where the model's chat template does not read it."""
+        asked = self.call.params.reasoning_effort
+        if asked is None:
+            return None
+        return asked if self.pipeline.engine.capabilities.supports_reasoning_effort else "ignored"
+
+    @property
+    def prompt_tokens(self) -> int:
+        if self.hit is not None:
+            return self.hit.prompt_tokens
+        return self.ticket.request.prompt.num_tokens if self.ticket is not None else 0
+
+    async def events(self) -> AsyncIterator[Event]:
+        try:
+            if self.hit is not None:
+                for event in _replay(self.hit, self.priority):
+                    yield event
+                return
+            async for event in self._from_ticket():
+                yield event
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        if self.ticket is not None:
+            self.ticket.close()
+            self.pipeline.scheduler.cancel(self.request_id)
+        self.pipeline.cache.release(self.plan)
+
+    async def _from_ticket(self) -> AsyncIterator[Event]:
+        ticket, scheduler = self.ticket, self.pipeline.scheduler
+        text, tokens, cached_tokens, wait = "", 0, 0, 0.0
+        first_token_at: float | None = None
+        while True:
+            if self._timed_out():
+                yield Refused(Refusal(408, f"no answer within {self.call.timeout_s:g} s; stopped", code="timeout"), text)
+                return
+            event = await ticket.next_event(timeout=NOTICE_INTERVAL_S)
+            if event is None:
+                if (queued := _queued(scheduler, self.request_id)) is not None:
+                    self._mark_open()
+                    yield queued
+            elif isinstance(event, Dispatched):
+                wait = event.queue_wait_s
+                self._mark_open()
+                yield Started(wait, self.priority.value)
+            elif isinstance(event, SchedulerError):
+                yield Refused(Refusal.from_scheduler(event), text)
+                return
+            elif isinstance(event, Delta):
+                if event.finish_reason == "abort":
+                    yield Refused(Refusal(503, "generation was aborted by the engine", code="aborted"), text)
+                    return
+                first_token_at = first_token_at or time.monotonic()
+                text, tokens = text + event.text, tokens + event.num_tokens
+                cached_tokens = max(cached_tokens, event.cached_tokens)
+                if event.text:
+                    yield TextDelta(event.text)
+                if event.finish_reason:
+                    usage = Usage(self.prompt_tokens, tokens, cached_tokens)
+                    self.pipeline.cache.store(self.plan, CachedResponse(text, event.finish_reason, usage.prompt_tokens,
+                                                                        tokens))
+                    yield Finished(text, event.finish_reason, usage, False, wait, _speed(tokens, first_token_at))
+                    return
+
+    def _timed_out(self) -> bool:
+        limit = self.call.timeout_s
+        return limit is not None and time.monotonic() - self.started > limit
+
+    def _mark_open(self) -> None:
+        if self.call.streamed and self.ticket is not None:
+            self.ticket.stream_open = True
+
+
+def _queued(scheduler: Scheduler, request_id: str) -> Queued | None:
+    status = request_status(scheduler, request_id)
+    if status["state"] != "queued":
+        return None
+    return Queued(status["position"], status["queue_length"], status["estimated_wait_s"], status["waited_s"])
+
+
+def _replay(hit: CachedResponse, priority: PriorityClass) -> list[Event]:
+    """A stored answer as the same events a fresh one makes, in word-sized pieces."""
+    usage = Usage(hit.prompt_tokens, hit.completion_tokens)
+    return [Started(0.0, priority.value), *(TextDelta(p) for p in _PIECES.findall(hit.text)),
+            Finished(hit.text, hit.finish_reason, usage, True, 0.0)]
+
+
+def _speed(tokens: int, first_token_at: float | None) -> float | None:
+    if first_token_at is None:
+        return None
+    return round(tokens / max(time.monotonic() - first_token_at, 1e-6), 1)

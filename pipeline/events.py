@@ -1,0 +1,53 @@
+"""What a call yields, in order: Queued* (while it waits), Started, TextDelta*, then Finished;
+or Refused at any point. Transports render these and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.refusal import Refusal
+
+
+@dataclass(slots=True, frozen=True)
+class Queued:
+    position: int
+    queue_length: int
+    estimated_wait_s: float | None
+    waited_s: float
+
+
+@dataclass(slots=True, frozen=True)
+class Started:
+    queue_wait_s: float
+    priority: str  # the class the call runs at
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class Finished:
+    text: str
+    finish_reason: str
+    usage: Usage
+    cached: bool
+    queue_wait_s: float
+    tokens_per_s: float | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Refused:
+    refusal: Refusal
+    partial_text: str = ""
+
+
+Event = Queued | Started | TextDelta | Finished | Refused

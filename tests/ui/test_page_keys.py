@@ -1,0 +1,150 @@
+"""The page behind the API's keys, checked over raw HTTP and with gradio_client (no browser): no
+Gradio endpoint answers without a signed-in session, and a signed-in page runs as its caller."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator
+
+import httpx
+import pytest
+from gradio_client import Client
+
+from pipeline.caller import key_name
+from scheduler.events import QueueEvent
+from tests.conftest import LiveServer
+from tests.ui.conftest import UI, start_server
+
+KEYS = ["server.api_keys=[k1secret]", "server.admin_keys=[admsecret]", "scheduler.priority_keys=[prisecret]"]
+# respond(text, chat, system, priority, max_tokens, temperature, top_p, reasoning, timeout, language)
+CHAT = ["hello page", [], "", "medium", 8, 0, 1, "medium", 300, "English"]
+
+
+@pytest.fixture(scope="module")
+def keyed() -> Iterator[LiveServer]:
+    with contextlib.ExitStack() as stack:
+        yield start_server(stack, UI, *KEYS)
+
+
+def sign_in(live: LiveServer, key: str | None) -> httpx.Response:
+    form = {"key": key} if key is not None else {"anonymous": "1"}
+    return httpx.post(live.url + "/signin", data=form, follow_redirects=False, timeout=10)
+
+
+def session(live: LiveServer, key: str) -> dict[str, str]:
+    response = sign_in(live, key)
+    assert response.status_code == 303 and response.headers["location"] == "/"
+    return {"Cookie": f"gptoss_session={response.cookies['gptoss_session']}"}
+
+
+def gradio_routes(live: LiveServer) -> list[tuple[str, str]]:
+    """Every (method, path) the mounted Gradio app serves, with its path parameters filled in."""
+    mount = next(r for r in live.server.config.app.routes if getattr(r, "path", None) == "")
+    out = []
+    for route in mount.app.routes:
+        path = getattr(route, "path", "")
+        filled = (path.replace("{api_name}", "respond").replace("{event_id}", "x").replace("{path:path}", "x")
+                  .replace("{path_or_url:path}", "x").replace("{url_path:path}", "x").replace("{file_path:path}", "x")
+                  .replace("{page}", "x").replace("{session_hash}", "x").replace("{component_id}", "1")
+                  .replace("{fn_index}", "0").replace("{id}", "x"))
+        for method in sorted(getattr(route, "methods", None) or {"GET"}):
+            if method != "HEAD":
+                out.append((method, filled or "/"))
+    return out
+
+
+# The page's shell (scripts, styles, fonts, icons), our API's own OpenAPI document, Gradio's
+# who-am-I routes (null without a session), its heartbeat and its once-per-process start-up hook:
+# no data, and none of the page's functions.
+PUBLIC = ("/assets/", "/static/", "/favicon.ico", "/svelte/", "/custom_component/", "/manifest.json", "/pwa_icon",
+          "/robots.txt", "/openapi.json", "/theme.css", "/gradio_api/theme.css", "/gradio_api/user",
+          "/gradio_api/token", "/gradio_api/app_id", "/gradio_api/heartbeat/", "/gradio_api/startup-events")
+
+
+def test_every_gradio_endpoint_refuses_a_call_without_a_session(keyed: LiveServer) -> None:
+    answered = []
+    with httpx.Client(base_url=keyed.url, timeout=10) as http:
+        for method, path in gradio_routes(keyed):
+            body = {"data": CHAT, "fn_index": 0, "session_hash": "s", "event_data": None}
+            with http.stream(method, path, json=body if method == "POST" else None) as response:
+                status = response.status_code  # the status alone: some routes stream for as long as you listen
+            if status < 300 and not path.startswith(PUBLIC):
+                answered.append((method, path, status))
+        assert answered == [], "\n".join(map(str, answered))
+        for path in ("/gradio_api/call/respond", "/gradio_api/queue/join", "/gradio_api/run/respond"):
+            assert http.post(path, json={"data": CHAT, "fn_index": 0, "session_hash": "s"}).status_code == 401
+        assert http.get("/config").status_code == 401 and http.get("/gradio_api/info").status_code == 401
+        assert http.get("/gradio_api/user").json() is None and http.get("/gradio_api/token").json()["user"] is None
+        page = http.get("/")
+        assert page.status_code == 303 and page.headers["location"] == "/signin"
+        assert "API key" in http.get("/signin").text
+
+
+def test_gradio_client_needs_a_session(keyed: LiveServer) -> None:
+    with pytest.raises(Exception):  # noqa: B017 - any refusal; gradio_client wraps the 401 differently by version
+        Client(keyed.url + "/", verbose=False)
+    bad = sign_in(keyed, "not-a-key")
+    assert bad.status_code == 401 and "not known" in bad.text and "gptoss_session" not in bad.cookies
+    assert sign_in(keyed, None).status_code == 401  # api_keys set: no anonymous use, as over the API
+
+
+def test_a_signed_in_page_runs_as_its_caller(keyed: LiveServer) -> None:
+    seen: list[QueueEvent] = []
+    keyed.services.scheduler.listeners.append(seen.append)
+    try:
+        client = Client(keyed.url + "/", headers=session(keyed, "k1secret"), verbose=False)
+        chat, _, _, info = client.predict(*CHAT, api_name="/respond")
+        assert chat[-1]["role"] == "assistant" and chat[-1]["content"] and key_name("k1secret") in info
+        high = Client(keyed.url + "/", headers=session(keyed, "prisecret"), verbose=False)
+        high.predict(*CHAT, api_name="/respond")
+        batch = high.predict("one\ntwo", None, "low", 2, "English", api_name="/batch")
+        assert "2" in batch[0]
+    finally:
+        keyed.services.scheduler.listeners.remove(seen.append)
+    finished = [(e.caller, e.priority.value) for e in seen if e.kind == "finished"]
+    assert finished[0] == (key_name("k1secret"), "medium")
+    assert (key_name("prisecret"), "high") in finished  # a priority key's page runs as high
+    assert finished.count((key_name("prisecret"), "high")) == 3  # its batch too: the key outranks the body
+    log_ids = [rid for rid, info in keyed.services.scheduler._finished.items() if info["caller"] == key_name("k1secret")]
+    status = httpx.get(keyed.url + "/v1/queue/status", params={"request_id": log_ids[0]},
+                       headers={"Authorization": "Bearer k1secret"}, timeout=10).json()
+    assert status["state"] == "finished" and status["caller"] == key_name("k1secret")
+
+
+def test_operator_settings_need_an_admin_session(keyed: LiveServer) -> None:
+    user = Client(keyed.url + "/", headers=session(keyed, "k1secret"), verbose=False)
+    assert "admin" in user.predict(3, 50, 30, api_name="/limits")
+    assert keyed.services.scheduler.config.max_queue_size != 50
+    admin = Client(keyed.url + "/", headers=session(keyed, "admsecret"), verbose=False)
+    assert admin.predict(3, 50, 30, api_name="/limits").startswith("applied")
+    assert keyed.services.scheduler.config.max_queue_size == 50
+
+
+def test_signing_out_ends_the_session(keyed: LiveServer) -> None:
+    cookie = session(keyed, "k1secret")
+    with httpx.Client(base_url=keyed.url, headers=cookie, timeout=10) as http:
+        assert http.get("/config").status_code == 200 and http.get("/", follow_redirects=False).status_code == 200
+        assert http.post("/signout", follow_redirects=False).status_code == 303
+        assert http.get("/config").status_code == 401
+
+
+def test_anonymous_sign_in_where_the_api_is_open(make_ui_server: Callable[..., LiveServer]) -> None:
+    live = make_ui_server("server.admin_keys=[admsecret]")
+    assert httpx.get(live.url + "/", follow_redirects=False, timeout=10).status_code == 303
+    client = Client(live.url + "/", headers=_anonymous(live), verbose=False)
+    chat, _, _, info = client.predict(*CHAT, api_name="/respond")
+    assert chat[-1]["content"] and "anonymous" in info
+    assert "admin" in client.predict(3, 50, 30, api_name="/limits")  # signed in, but not as an admin
+
+
+def test_without_keys_the_page_is_open(make_ui_server: Callable[..., LiveServer]) -> None:
+    live = make_ui_server()
+    assert httpx.get(live.url + "/", timeout=10).status_code == 200
+    chat, _, _, info = Client(live.url + "/", verbose=False).predict(*CHAT, api_name="/respond")
+    assert chat[-1]["content"] and "anonymous" in info
+
+
+def _anonymous(live: LiveServer) -> dict[str, str]:
+    response = sign_in(live, None)
+    assert response.status_code == 303
+    return {"Cookie": f"gptoss_session={response.cookies['gptoss_session']}"}

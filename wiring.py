@@ -1,0 +1,49 @@
+"""The parts of one server, built once from the configuration and handed to the transports."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from cache.store import ResponseCache
+from engine.base import EngineBackend
+from engine.registry import create_engine
+from monitor.alerts import AlertNotifier
+from monitor.gpu import GpuMonitor, MemoryGuard, NvmlReader
+from pipeline.cache_path import CachePath
+from pipeline.caller import Keyring
+from pipeline.chat import ChatPipeline
+from scheduler.loop import Scheduler
+from settings.schema import Config
+
+
+@dataclass(slots=True)
+class Services:
+    config: Config
+    engine: EngineBackend
+    scheduler: Scheduler
+    keyring: Keyring
+    pipeline: ChatPipeline
+    cache: ResponseCache | None = None
+    gpu: GpuMonitor | None = None
+    alerts: AlertNotifier | None = None
+
+
+def build_services(config: Config) -> Services:
+    engine = create_engine(config.engine)
+    cache = ResponseCache(config.cache) if config.cache.enabled and config.cache.mode != "off" else None
+    scheduler = Scheduler(config.scheduler, engine)
+    pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache))
+    services = Services(config, engine, scheduler, Keyring(config), pipeline, cache, _gpu_monitor(config, scheduler))
+    if config.alerts.webhook_url:
+        services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
+                                        time.monotonic)
+    return services
+
+
+def _gpu_monitor(config: Config, scheduler: Scheduler) -> GpuMonitor | None:
+    cfg = config.monitor
+    if not cfg.gpu:
+        return None
+    guard = MemoryGuard(cfg.vram_high_pct, cfg.vram_resume_pct)
+    return GpuMonitor(NvmlReader, guard, cfg.interval_s, scheduler.set_admission_paused)
