@@ -90,7 +90,8 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
             monitor = gr.Markdown(elem_id="monitor")
             with gr.Row():
                 plots = [gr.LinePlot(pd.DataFrame(history.rows(name)), x="minutes", y="value", label=t(key),
-                                     x_title="minutes ago", y_title=unit, height=220) for name, key, unit in PLOTS]
+                                     x_title="minutes ago", y_title=unit, x_lim=[-history.window_s / 60, 0],
+                                     y_lim=[0, None], height=240) for name, key, unit in PLOTS]
             timer = gr.Timer(1.5)
         with gr.Tab(t("batch"), elem_id="tab-batch") as batch_tab:
             prompts = gr.Textbox(label=t("prompts"), lines=6, elem_id="batch-prompts")
@@ -206,7 +207,8 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
                       apply_preset_button: "apply_preset", prompts: "prompts", upload: "upload",
                       batch_priority: "priority", batch_concurrency: "concurrency", run: "run_batch",
                       table: "results", download_jsonl: "download_jsonl", download_csv: "download_csv",
-                      lang: "language", server_wide: "server_wide"}
+                      lang: "language", server_wide: "server_wide",
+                      **{plot: key for plot, (_, key, _) in zip(plots, PLOTS)}}
 
         def relabel(language: str, request: gr.Request) -> list:
             caller = caller_of(request)
@@ -265,6 +267,8 @@ def _relabel(component: Any, key: str, code: str) -> dict:
         return gr.update(value=text)
     if isinstance(component, gr.Markdown):
         return gr.update(value=f"#### {text}")
+    if key == "message":
+        return gr.update(label=text, placeholder=message(code, "message_hint"))
     return gr.update(label=text)
 
 

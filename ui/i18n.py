@@ -14,7 +14,8 @@ EN = {
     "apply_preset": "Apply preset", "language": "Language", "prompts": "Prompts, one per line",
     "upload": "Or upload a .txt / .jsonl file", "concurrency": "Concurrency", "run_batch": "Run batch",
     "results": "Results", "download_jsonl": "Download JSONL", "download_csv": "Download CSV",
-    "queue_plot": "Queue length", "memory_plot": "Memory in use (GiB)", "throughput_plot": "Tokens per second",
+    "queue_plot": "Queue length · minutes ago", "memory_plot": "Memory in use (GiB) · minutes ago",
+    "throughput_plot": "Tokens per second · minutes ago",
 }
 
 ZH = {
@@ -28,7 +29,7 @@ ZH = {
     "apply_preset": "应用预设", "language": "语言", "prompts": "提示词，每行一个",
     "upload": "或上传 .txt / .jsonl 文件", "concurrency": "并发数", "run_batch": "运行批量任务",
     "results": "结果", "download_jsonl": "下载 JSONL", "download_csv": "下载 CSV",
-    "queue_plot": "队列长度", "memory_plot": "内存占用（GiB）", "throughput_plot": "每秒生成 token 数",
+    "queue_plot": "队列长度 · 分钟前", "memory_plot": "内存占用（GiB）· 分钟前", "throughput_plot": "每秒生成 token 数 · 分钟前",
 }
 
 MESSAGES = {
