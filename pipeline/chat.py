@@ -164,7 +164,8 @@ class ChatRun:
         first_token_at: float | None = None
         while True:
             if self._timed_out():
-                yield Refused(Refusal(408, f"no answer within {self.call.timeout_s:g} s; stopped", code="timeout"), text)
+                message = f"no answer within {self.call.timeout_s:g} s; stopped"
+                yield Refused(Refusal(408, message, code="timeout"), text)
                 return
             event = await ticket.next_event(timeout=NOTICE_INTERVAL_S)
             if event is None:

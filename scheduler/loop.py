@@ -144,7 +144,8 @@ class Scheduler:
             retry = self.retry_after_s(newcomer.priority)
             log.info("reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
                      newcomer.caller, newcomer.priority.value, retry)
-            raise SchedulerError(Outcome.QUEUE_FULL, f"the queue is full ({len(self.queue)} waiting); retry later", retry)
+            raise SchedulerError(Outcome.QUEUE_FULL, f"the queue is full ({len(self.queue)} waiting); retry later",
+                                 retry)
         self.queue.remove(victim.request_id)
         retry = self.retry_after_s(victim.priority)
         self._fail(victim, SchedulerError(Outcome.DISPLACED, "the queue is full and a high-priority request took "

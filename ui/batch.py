@@ -65,7 +65,8 @@ def _jsonl_prompts(content: str) -> list[str]:
 
 
 async def run_batch(pipeline: ChatPipeline, caller: Caller, prompts: list[str], settings: ChatSettings,
-                    concurrency: int, progress: Callable[[int, int], None] = lambda done, total: None) -> list[BatchResult]:
+                    concurrency: int, progress: Callable[[int, int], None] = lambda done, total: None,
+                    ) -> list[BatchResult]:
     gate = asyncio.Semaphore(max(1, concurrency))
     results: list[BatchResult | None] = [None] * len(prompts)
     done = 0
