@@ -28,7 +28,7 @@ async def create_chat_completion(request: Request) -> Response:
         cache_control=request.headers.get("cache-control", ""), streamed=body.stream and not batch,
     )
     run = await services.pipeline.start(call)
-    fmt = CompletionFormat.start(run.request_id, services.engine.capabilities.model)
+    fmt = CompletionFormat.start(run.request_id, services.engine.capabilities.model, body.include_reasoning)
     if call.streamed:
         return await stream_response(run, fmt, body.include_usage)
     return await complete_response(request, run, fmt)

@@ -11,22 +11,28 @@ from pipeline.events import Finished, Usage
 
 @dataclass(slots=True, frozen=True)
 class CompletionFormat:
+    """`include_reasoning`: the model's thinking goes out as `reasoning_content` (the field vLLM and
+    DeepSeek use), on the message and on stream deltas, only where the model wrote some."""
+
     request_id: str
     model: str
     created: int
+    include_reasoning: bool = True
 
     @classmethod
-    def start(cls, request_id: str, model: str) -> CompletionFormat:
-        return cls(request_id, model, int(time.time()))
+    def start(cls, request_id: str, model: str, include_reasoning: bool = True) -> CompletionFormat:
+        return cls(request_id, model, int(time.time()), include_reasoning)
 
     def body(self, finished: Finished) -> dict:
+        message = {"role": "assistant", "content": finished.text}
+        if finished.reasoning and self.include_reasoning:
+            message["reasoning_content"] = finished.reasoning
         return {
             "id": self.request_id,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": finished.text},
-                         "logprobs": None, "finish_reason": finished.finish_reason}],
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finished.finish_reason}],
             "usage": usage(finished.usage),
         }
 
@@ -50,7 +56,8 @@ class CompletionFormat:
 def usage(counts: Usage) -> dict:
     return {"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
             "total_tokens": counts.prompt_tokens + counts.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": counts.cached_tokens}}
+            "prompt_tokens_details": {"cached_tokens": counts.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": counts.reasoning_tokens}}
 
 
 def sse(payload: dict) -> str:

@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from api.errors import error_body, error_response
 from api.openai_format import SSE_DONE, CompletionFormat, sse, sse_comment
 from pipeline.chat import ChatRun
-from pipeline.events import Event, Finished, Queued, Refused, Started, TextDelta
+from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
 
 
 def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
@@ -89,6 +89,8 @@ async def _sse(first: Event, events: AsyncIterator[Event], fmt: CompletionFormat
             yield fmt.chunk({"role": "assistant", "content": ""}, with_usage_field=include_usage)
         elif isinstance(event, TextDelta):
             yield fmt.chunk({"content": event.text}, with_usage_field=include_usage)
+        elif isinstance(event, ReasoningDelta) and fmt.include_reasoning:
+            yield fmt.chunk({"reasoning_content": event.text}, with_usage_field=include_usage)
         elif isinstance(event, Finished):
             yield fmt.chunk({}, event.finish_reason, with_usage_field=include_usage)
             if include_usage:

@@ -44,6 +44,8 @@ class CachedResponse:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    reasoning: str = ""  # entries written before reasoning was stored have none
+    reasoning_tokens: int = 0
 
 
 @dataclass(slots=True)

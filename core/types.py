@@ -36,9 +36,11 @@ class Prompt:
 
 @dataclass(slots=True)
 class Delta:
-    """One step of output. `finish_reason` is set on the last delta only."""
+    """One step of output: `text` is the answer; `finish_reason` is set on the last delta only."""
 
     text: str
     num_tokens: int
     finish_reason: FinishReason | None = None
     cached_tokens: int = 0
+    reasoning: str = ""  # thinking, from models that write it on its own channel (gpt-oss)
+    reasoning_tokens: int = 0

@@ -3,7 +3,8 @@
 It behaves like a continuous-batching GPU engine so the scheduler can be tested exactly and fast:
 text derived from the prompt and seed, a prefill cost per prompt token, a decode step that slows
 as the batch grows, a slot limit with its own priority queue, and a KV capacity in tokens that
-fails requests with an out-of-memory error when exceeded, as a real GPU would.
+fails requests with an out-of-memory error when exceeded, as a real GPU would. With `harmony` on,
+it writes as gpt-oss does (an analysis message, then a final one, with their special tokens).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import AsyncIterator
 
 from core.types import ChatMessage, Delta, GenParams, Prompt
 from engine.base import Capabilities, EngineError, EngineOutOfMemory, EngineStats
+from engine.harmony import split_channels
 from settings.schema import EngineConfig, SimConfig
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -46,6 +48,7 @@ class _Sequence:
     text: str = ""
     prefilled: bool = False
     done: bool = False
+    script: list[str | None] = field(default_factory=list)  # harmony: markers, None for a word
 
 
 class SimEngine:
@@ -105,6 +108,14 @@ class SimEngine:
         if request_id in self._sequences:
             raise EngineError(f"request {request_id!r} is already running")
         seq = self._new_sequence(request_id, prompt, params)
+        stream = split_channels(self._deltas(seq)) if self.config.harmony else self._deltas(seq)
+        try:
+            async for delta in stream:
+                yield delta
+        finally:
+            self._forget(seq)
+
+    async def _deltas(self, seq: _Sequence) -> AsyncIterator[Delta]:
         try:
             while True:
                 item = await seq.out.get()
@@ -131,11 +142,17 @@ class SimEngine:
             generated_tokens=self._generated_tokens,
         )
 
+    def _harmony_script(self, thinking: int) -> list[str | None]:
+        return ["<|channel|>", "analysis", "<|message|>", *[None] * thinking, "<|end|>", "<|start|>", "assistant",
+                "<|channel|>", "final", "<|message|>"]
+
     def _new_sequence(self, request_id: str, prompt: Prompt, params: GenParams) -> _Sequence:
         deterministic = params.temperature == 0 or params.seed is not None
         digest = hashlib.sha256(f"{prompt.payload}\x00{params.seed or 0}".encode()).digest()
         rng = random.Random(digest if deterministic else None)
         seq = _Sequence(request_id, prompt.num_tokens, params, rng, natural_len=rng.randint(8, 400))
+        if self.config.harmony:
+            seq.script = self._harmony_script(thinking=max(2, seq.natural_len // 4))
         self._sequences[request_id] = seq
         heapq.heappush(self._waiting, (params.priority, next(self._order), request_id))
         self._wake.set()
@@ -193,8 +210,7 @@ class SimEngine:
         if self._kv_used + 1 > self.config.kv_tokens:
             self._finish(seq, EngineOutOfMemory("KV cache full: out of memory while decoding"))
             return
-        word = seq.rng.choice(_WORDS)
-        piece = word if not seq.text else " " + word
+        piece = self._next_piece(seq)
         seq.generated += 1
         self._kv_used += 1
         self._generated_tokens += 1
@@ -207,9 +223,17 @@ class SimEngine:
         if reason is None and self.config.natural_stop and seq.generated >= seq.natural_len:
             reason = "stop"
         if reason:
+            if reason == "stop" and self.config.harmony:
+                piece += "<|return|>"
             self._finish(seq, Delta(piece, 1, reason))
         else:
             seq.out.put_nowait(Delta(piece, 1))
+
+    def _next_piece(self, seq: _Sequence) -> str:
+        if seq.generated < len(seq.script) and (marker := seq.script[seq.generated]) is not None:
+            return marker
+        word = seq.rng.choice(_WORDS)
+        return word if not seq.text or seq.text.endswith("|>") else " " + word
 
 
 def _find_stop(text: str, stops: list[str]) -> int | None:

@@ -15,6 +15,7 @@ from typing import Any, AsyncIterator
 
 from core.types import ChatMessage, Delta, GenParams, Prompt
 from engine.base import Capabilities, EngineError, EngineStats
+from engine.harmony import CHANNEL, MESSAGE, split_channels
 from engine.kv_size import default_cpu_kv_bytes
 from engine.model_files import resolve_model
 from settings.schema import EngineConfig, VllmConfig
@@ -32,6 +33,7 @@ class VllmEngine:
         self._budget = 0
         self._block_size = 1
         self._reasoning = False
+        self._harmony = False
         self._stats: dict[str, float] = {}
         self._generated = 0
 
@@ -62,6 +64,7 @@ class VllmEngine:
         self._block_size = cache.block_size
         self._budget = cache.num_gpu_blocks * cache.block_size
         self._reasoning = "reasoning_effort" in (getattr(self._tokenizer, "chat_template", None) or "")
+        self._harmony = has_harmony_tokens(self._tokenizer)
 
     def _build(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -104,15 +107,21 @@ class VllmEngine:
             raise EngineError("engine is not running")
         sampling = self._sampling_params(params)
         priority = params.priority if self.config.scheduling_policy == "priority" else 0
+        outputs = self._engine.generate(TokensPrompt(prompt_token_ids=prompt.payload), sampling, request_id,
+                                        priority=priority)
+        deltas = self._deltas(outputs)
         try:
-            async for output in self._engine.generate(TokensPrompt(prompt_token_ids=prompt.payload), sampling,
-                                                      request_id, priority=priority):
-                piece = output.outputs[0]
-                self._generated += len(piece.token_ids)
-                finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
-                yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens)
+            async for delta in split_channels(deltas) if self._harmony else deltas:
+                yield delta
         except VLLMValidationError as exc:
             raise EngineError(str(exc)) from None
+
+    async def _deltas(self, outputs: AsyncIterator[Any]) -> AsyncIterator[Delta]:
+        async for output in outputs:
+            piece = output.outputs[0]
+            self._generated += len(piece.token_ids)
+            finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
+            yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens)
 
     async def abort(self, request_id: str) -> None:
         if self._engine is not None:
@@ -134,7 +143,14 @@ class VllmEngine:
         from vllm.sampling_params import RequestOutputKind
 
         return SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
-                              seed=params.seed, stop=params.stop or None, output_kind=RequestOutputKind.DELTA)
+                              seed=params.seed, stop=params.stop or None, output_kind=RequestOutputKind.DELTA,
+                              skip_special_tokens=not self._harmony)  # harmony's channel markers are special tokens
+
+
+def has_harmony_tokens(tokenizer: Any) -> bool:
+    """gpt-oss's tokenizer (o200k_harmony) has the channel markers as special tokens; others don't."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    return all(marker in vocab for marker in (CHANNEL, MESSAGE))
 
 
 def engine_arguments(config: VllmConfig, model: str, args_cls: type, on_cpu: bool = False) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from core.types import Delta
 from engine.base import EngineBackend
 from pipeline.cache_path import CachePath, CachePlan
 from pipeline.caller import Caller
-from pipeline.events import Event, Finished, Queued, Refused, Started, TextDelta, Usage
+from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, Usage
 from pipeline.params import ChatCompletionRequest
 from pipeline.prepare import check_model, max_tokens_param, prepare_generation
 from pipeline.refusal import Refusal
@@ -160,7 +160,7 @@ class ChatRun:
 
     async def _from_ticket(self) -> AsyncIterator[Event]:
         ticket, scheduler = self.ticket, self.pipeline.scheduler
-        text, tokens, cached_tokens, wait = "", 0, 0, 0.0
+        text, reasoning, tokens, reasoning_tokens, cached_tokens, wait = "", "", 0, 0, 0, 0.0
         first_token_at: float | None = None
         while True:
             if self._timed_out():
@@ -185,14 +185,18 @@ class ChatRun:
                     return
                 first_token_at = first_token_at or time.monotonic()
                 text, tokens = text + event.text, tokens + event.num_tokens
+                reasoning, reasoning_tokens = reasoning + event.reasoning, reasoning_tokens + event.reasoning_tokens
                 cached_tokens = max(cached_tokens, event.cached_tokens)
+                if event.reasoning:
+                    yield ReasoningDelta(event.reasoning)
                 if event.text:
                     yield TextDelta(event.text)
                 if event.finish_reason:
-                    usage = Usage(self.prompt_tokens, tokens, cached_tokens)
-                    self.pipeline.cache.store(self.plan, CachedResponse(text, event.finish_reason, usage.prompt_tokens,
-                                                                        tokens))
-                    yield Finished(text, event.finish_reason, usage, False, wait, _speed(tokens, first_token_at))
+                    usage = Usage(self.prompt_tokens, tokens, cached_tokens, reasoning_tokens)
+                    self.pipeline.cache.store(self.plan, CachedResponse(
+                        text, event.finish_reason, usage.prompt_tokens, tokens, reasoning, reasoning_tokens))
+                    yield Finished(text, event.finish_reason, usage, False, wait, _speed(tokens, first_token_at),
+                                   reasoning)
                     return
 
     def _timed_out(self) -> bool:
@@ -213,9 +217,10 @@ def _queued(scheduler: Scheduler, request_id: str) -> Queued | None:
 
 def _replay(hit: CachedResponse, priority: PriorityClass) -> list[Event]:
     """A stored answer as the same events a fresh one makes, in word-sized pieces."""
-    usage = Usage(hit.prompt_tokens, hit.completion_tokens)
-    return [Started(0.0, priority.value), *(TextDelta(p) for p in _PIECES.findall(hit.text)),
-            Finished(hit.text, hit.finish_reason, usage, True, 0.0)]
+    usage = Usage(hit.prompt_tokens, hit.completion_tokens, reasoning_tokens=hit.reasoning_tokens)
+    return [Started(0.0, priority.value), *(ReasoningDelta(p) for p in _PIECES.findall(hit.reasoning)),
+            *(TextDelta(p) for p in _PIECES.findall(hit.text)),
+            Finished(hit.text, hit.finish_reason, usage, True, 0.0, reasoning=hit.reasoning)]
 
 
 def _speed(tokens: int, first_token_at: float | None) -> float | None:

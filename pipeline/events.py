@@ -1,5 +1,5 @@
-"""What a call yields, in order: Queued* (while it waits), Started, TextDelta*, then Finished;
-or Refused at any point. Transports render these and nothing else."""
+"""What a call yields, in order: Queued* (while it waits), Started, ReasoningDelta* and TextDelta*,
+then Finished; or Refused at any point. Transports render these and nothing else."""
 
 from __future__ import annotations
 
@@ -28,10 +28,18 @@ class TextDelta:
 
 
 @dataclass(slots=True, frozen=True)
+class ReasoningDelta:
+    """Thinking, from models that write it apart from the answer (gpt-oss's analysis channel)."""
+
+    text: str
+
+
+@dataclass(slots=True, frozen=True)
 class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -42,6 +50,7 @@ class Finished:
     cached: bool
     queue_wait_s: float
     tokens_per_s: float | None = None
+    reasoning: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,4 +59,4 @@ class Refused:
     partial_text: str = ""
 
 
-Event = Queued | Started | TextDelta | Finished | Refused
+Event = Queued | Started | ReasoningDelta | TextDelta | Finished | Refused

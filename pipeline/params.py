@@ -62,6 +62,7 @@ class ChatCompletionRequest(BaseModel):
     n: int | None = None
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     cache: bool | None = None
+    include_reasoning: bool = True
     priority: str | int | None = None
     request_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=REQUEST_ID_PATTERN)
 

@@ -61,6 +61,7 @@ class SimConfig(Section):
     max_num_seqs: int = Field(256, ge=1)
     startup_s: float = Field(0.0, ge=0.0)
     natural_stop: bool = True
+    harmony: bool = False  # answer as gpt-oss does: an analysis message, then a final one
 
 
 class VllmConfig(Section):

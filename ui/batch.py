@@ -29,6 +29,7 @@ class BatchResult:
     status: str
     tokens: int
     queue_wait_s: float
+    reasoning: str = ""  # the model's thinking, where it writes some (gpt-oss)
 
 
 def parse_prompts(text: str | None, file_path: str | None = None) -> list[str]:
@@ -87,7 +88,7 @@ async def _answer(pipeline: ChatPipeline, caller: Caller, index: int, prompt: st
     async for event in run_chat(pipeline, caller, [{"role": "user", "content": prompt}], settings):
         if isinstance(event, Finished):
             return BatchResult(index, prompt, event.text, "cached" if event.cached else "ok",
-                               event.usage.completion_tokens, round(event.queue_wait_s, 2))
+                               event.usage.completion_tokens, round(event.queue_wait_s, 2), event.reasoning)
         if isinstance(event, Refused):
             return BatchResult(index, prompt, event.partial_text, f"error: {event.refusal.message}", 0, 0.0)
     return BatchResult(index, prompt, "", "error: no answer", 0, 0.0)

@@ -11,14 +11,14 @@ import gradio as gr
 import pandas as pd
 
 from pipeline.caller import Caller
-from pipeline.events import Finished, Queued, Refused, Started, TextDelta
+from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
 from scheduler.snapshot import snapshot
 from settings.schema import SchedulerConfig, field_bounds
 from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
 from ui.chat import ChatSettings, run_chat
 from ui.i18n import EN, ZH, message
 from ui.monitor import MonitorHistory, figures
-from ui.views import answer_info, header_html, monitor_markdown
+from ui.views import ShownAnswer, answer_info, header_html, monitor_markdown
 from ui.operator import SettingsError, apply_limits, apply_preset
 from ui.session import COOKIE, Sessions
 from wiring import Services
@@ -101,7 +101,7 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
                 batch_concurrency = gr.Slider(1, 32, value=4, step=1, label=t("concurrency"))
             run = gr.Button(t("run_batch"), variant="primary", elem_id="run-batch")
             batch_status = gr.Markdown(elem_id="batch-status")
-            table = gr.Dataframe(headers=["#", "prompt", "answer", "status", "tokens", "queue_wait_s"],
+            table = gr.Dataframe(headers=["#", "prompt", "answer", "status", "tokens", "queue_wait_s", "reasoning"],
                                  label=t("results"), elem_id="batch-table", wrap=True)
             with gr.Row():
                 download_jsonl = gr.DownloadButton(t("download_jsonl"), visible=False, elem_id="download-jsonl")
@@ -187,7 +187,8 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
             results = await run_batch(pipeline, caller, items, ChatSettings(priority=prio, temperature=0.7),
                                       int(conc), lambda done, total: progress((done, total), desc="batch"))
             folder = Path(tempfile.mkdtemp(prefix="gptoss-batch-"))
-            rows = [[r.index + 1, r.prompt, r.answer, r.status, r.tokens, r.queue_wait_s] for r in results]
+            rows = [[r.index + 1, r.prompt, r.answer, r.status, r.tokens, r.queue_wait_s, r.reasoning]
+                    for r in results]
             return (message(_code(language), "batch_done", n=len(results)), rows,
                     gr.update(value=str(write_results(results, "jsonl", folder)), visible=True),
                     gr.update(value=str(write_results(results, "csv", folder)), visible=True))
@@ -234,9 +235,9 @@ async def _answer(services: Services, caller: Caller, chat: list, settings: Chat
     """(chat, toast, info) updates for one answer."""
     code = _code(language)
     hidden = gr.update(visible=False)
-    shown = [*chat, {"role": "assistant", "content": ""}]
-    yield shown, hidden, ""
-    text, priority = "", ""
+    shown = ShownAnswer(chat, message(code, "thinking"))
+    yield shown.messages(), hidden, ""
+    priority = ""
     async for event in run_chat(services.pipeline, caller, chat, settings):
         if isinstance(event, Started):
             priority = event.priority
@@ -244,21 +245,24 @@ async def _answer(services: Services, caller: Caller, chat: list, settings: Chat
             note = message(code, "queued", position=event.position, length=event.queue_length)
             if event.estimated_wait_s is not None:
                 note += message(code, "eta", s=event.estimated_wait_s)
-            yield shown, gr.update(value=note, visible=True), ""
+            yield shown.messages(), gr.update(value=note, visible=True), ""
+        elif isinstance(event, ReasoningDelta):
+            shown.think(event.text)
+            yield shown.messages(), hidden, gr.update()
         elif isinstance(event, TextDelta):
-            text += event.text
-            shown[-1] = {"role": "assistant", "content": text}
-            yield shown, hidden, gr.update()
+            shown.say(event.text)
+            yield shown.messages(), hidden, gr.update()
         elif isinstance(event, Finished):
-            shown[-1] = {"role": "assistant", "content": event.text}
-            yield shown, hidden, answer_info(event, caller, priority, code)
+            shown.finish(event.text, event.reasoning)
+            yield shown.messages(), hidden, answer_info(event, caller, priority, code)
         elif isinstance(event, Refused):
+            shown.stop_thinking()
             refusal = event.refusal
             if refusal.retry_after_s is not None:
                 gr.Warning(message(code, "busy", message=refusal.message, retry=refusal.retry_after_s))
             else:
                 gr.Warning(message(code, "error", message=refusal.message))
-            yield shown, hidden, ""
+            yield shown.messages(), hidden, ""
 
 
 def _relabel(component: Any, key: str, code: str) -> dict:

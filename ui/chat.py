@@ -29,7 +29,7 @@ class ChatSettings:
 
 def build_body(history: list[dict], settings: ChatSettings) -> ChatCompletionRequest:
     messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else [])
-    messages += [{"role": m["role"], "content": _text(m["content"])} for m in history]
+    messages += [{"role": m["role"], "content": _text(m["content"])} for m in history if not _is_thinking(m)]
     return ChatCompletionRequest.model_validate({
         "messages": messages, "max_tokens": settings.max_tokens, "temperature": settings.temperature,
         "top_p": settings.top_p, "reasoning_effort": settings.reasoning_effort, "priority": settings.priority,
@@ -49,6 +49,11 @@ async def run_chat(pipeline: ChatPipeline, caller: Caller, history: list[dict],
                     timeout_s=settings.timeout_s)
     async for event in pipeline.run(call):
         yield event
+
+
+def _is_thinking(message: dict) -> bool:
+    """A shown Thinking block is not sent back: the model gets its answers, not its reasoning."""
+    return bool((message.get("metadata") or {}).get("title"))
 
 
 def _text(content: object) -> str:

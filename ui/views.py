@@ -28,7 +28,8 @@ def header_html(services: Services, caller: Caller | None, code: str) -> str:
             user += (f' <form method="post" action="/signout"><button id="sign-out">'
                      f'{html.escape(message(code, "sign_out"))}</button></form>')
     return (f'<div><strong style="font-size:1.25em">GPT-OSS WebUI</strong> · '
-            f'<code>{html.escape(engine.capabilities.model)}</code> · <span id="engine-state">{state}</span>{user}</div>')
+            f'<code>{html.escape(engine.capabilities.model)}</code> · '
+            f'<span id="engine-state">{state}</span>{user}</div>')
 
 
 def monitor_markdown(s: dict, code: str) -> str:
@@ -45,5 +46,42 @@ def monitor_markdown(s: dict, code: str) -> str:
     return (f"{memory}\n\n| waiting high / medium / low | running / limit | time per token (objective) | avg wait | "
             f"tokens/s | cache hit rate | emergency | admissions |\n|---|---|---|---|---|---|---|---|\n"
             f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} / {s['slots']} | "
-            f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | {hit} | "
+            f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | "
+            f"{hit} | "
             f"{'ON' if s['emergency'] else 'off'} | {'paused' if s['admission_paused'] else 'open'} |")
+
+
+class ShownAnswer:
+    """The chat while an answer streams: the history, a "Thinking" block (a titled message, which
+    the chatbot folds) while the model reasons, then the answer below it."""
+
+    def __init__(self, history: list[dict], thinking_title: str) -> None:
+        self.history = history
+        self.title = thinking_title
+        self.thinking: dict | None = None
+        self.answer = {"role": "assistant", "content": ""}
+
+    def think(self, text: str) -> None:
+        if self.thinking is None:
+            self.thinking = {"role": "assistant", "content": "", "metadata": {"title": self.title, "status": "pending"}}
+        self.thinking["content"] += text
+
+    def say(self, text: str) -> None:
+        self.stop_thinking()
+        self.answer["content"] += text
+
+    def finish(self, text: str, reasoning: str) -> None:
+        if reasoning:
+            self.think("")
+            self.thinking["content"] = reasoning
+        self.stop_thinking()
+        self.answer["content"] = text
+
+    def stop_thinking(self) -> None:
+        if self.thinking is not None:
+            self.thinking["metadata"] = {"title": self.title, "status": "done"}
+
+    def messages(self) -> list[dict]:
+        """A new list of new dicts each time, so the page sees every change."""
+        thinking = [{**self.thinking, "metadata": dict(self.thinking["metadata"])}] if self.thinking else []
+        return [*self.history, *thinking, dict(self.answer)]

@@ -9,6 +9,8 @@ import time
 import httpx
 import pytest
 
+from engine.vllm_engine import has_harmony_tokens
+
 pytestmark = pytest.mark.vllm
 
 HI = [{"role": "user", "content": "Say hello."}]
@@ -27,6 +29,10 @@ def test_chat_completion_non_streaming_and_streaming(vllm_server):
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text.strip()
     assert 0 < chunks[-1].usage.completion_tokens <= 16
+    # SmolLM2 has no harmony channels: its text passes untouched, with no reasoning
+    assert not has_harmony_tokens(vllm_server.services.engine._tokenizer)
+    assert getattr(reply.choices[0].message, "reasoning_content", None) is None
+    assert reply.usage.completion_tokens_details.reasoning_tokens == 0
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] in ("stop", "length")
 
 

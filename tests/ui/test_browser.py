@@ -195,6 +195,22 @@ def test_sign_in_then_chat_as_the_key(make_ui_server: Callable, browser: Browser
         context.close()
 
 
+def test_a_thinking_model_shows_its_reasoning_in_a_thinking_block(make_ui_server: Callable, open_page: Callable,
+                                                                   shot: Callable) -> None:
+    live = make_ui_server("engine.sim.token_latency_ms=30", "engine.sim.harmony=true", "engine.sim.natural_stop=true")
+    page = open_page(live)
+    send(page, "Think first, then answer")
+    block = page.locator("#chatbot").get_by_text("Thinking")
+    expect(block).to_be_visible(timeout=WAIT_MS)
+    shot(page, "thinking")
+    expect(page.locator("#answer-info")).to_contain_text("tokens", timeout=WAIT_MS)
+    bots = page.locator("#chatbot [data-testid='bot']")
+    answer = bots.last.inner_text()
+    assert answer and "<|" not in answer and "analysis" not in answer.split()[:1]
+    assert "<|" not in page.locator("#chatbot").inner_text()
+    shot(page, "answered")
+
+
 def test_message_streams_an_answer(ui_server: LiveServer, open_page: Callable, shot: Callable) -> None:
     page = open_page(ui_server)
     send(page, "Tell me about priority queues")

@@ -10,16 +10,17 @@ import pytest
 
 from app import build_app
 from pipeline.caller import Caller
-from pipeline.events import Finished, Queued, Refused, Started, TextDelta
+from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
 from scheduler.request import PriorityClass
 from scheduler.snapshot import snapshot
 from settings import load_config
 from tests.conftest import FAST_SIM
 from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
-from ui.chat import ChatSettings, run_chat
+from ui.chat import ChatSettings, build_body, run_chat
 from ui.i18n import message
 from ui.monitor import MonitorHistory, figures, process_memory_bytes
 from ui.operator import SettingsError, apply_limits, apply_preset
+from ui.views import ShownAnswer
 
 ANON = Caller("anonymous")
 ADMIN = Caller("key-admin", admin=True)
@@ -184,3 +185,29 @@ def test_messages_in_both_languages():
     assert text == "Queued: position 3 of 7, about 12 s"
     assert "第 3 位" in message("zh-CN", "queued", position=3, length=7)
     assert message("zh", "send") == "发送" and message("en", "send") == "Send"  # static labels too
+
+
+async def test_a_thinking_model_streams_its_reasoning_before_the_answer(tmp_path):
+    services = await services_with("engine.sim.harmony=true", "engine.sim.natural_stop=true")
+    out = await events(services, max_tokens=400, temperature=0)
+    kinds = [type(e).__name__ for e in out if isinstance(e, (ReasoningDelta, TextDelta))]
+    assert kinds[0] == "ReasoningDelta" and kinds.index("TextDelta") > kinds.count("ReasoningDelta") - 1
+    done = out[-1]
+    assert isinstance(done, Finished) and done.reasoning and done.text and "<|" not in done.reasoning + done.text
+    assert done.reasoning == "".join(e.text for e in out if isinstance(e, ReasoningDelta))
+    results = await run_batch(services.pipeline, ANON, ["one"], ChatSettings(max_tokens=400, temperature=0), 1)
+    assert results[0].reasoning and results[0].answer and "reasoning" in write_results(results, "csv", tmp_path).read_text()
+    await close(services)
+
+
+def test_the_thinking_block_folds_when_the_answer_starts():
+    shown = ShownAnswer([{"role": "user", "content": "hi"}], "Thinking")
+    shown.think("Let me ")
+    shown.think("see.")
+    thinking = shown.messages()[1]
+    assert thinking["content"] == "Let me see." and thinking["metadata"] == {"title": "Thinking", "status": "pending"}
+    shown.say("Hello")
+    after = shown.messages()
+    assert after[1]["metadata"]["status"] == "done" and after[2] == {"role": "assistant", "content": "Hello"}
+    assert thinking["metadata"]["status"] == "pending"  # each update is a new value for the page
+    assert [m.content for m in build_body(after, ChatSettings()).messages] == ["hi", "Hello"]  # not the thinking
