@@ -144,7 +144,8 @@ class VllmEngine:
 
         return SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
                               seed=params.seed, stop=params.stop or None, output_kind=RequestOutputKind.DELTA,
-                              skip_special_tokens=not self._harmony)  # harmony's channel markers are special tokens
+                              # harmony's channel markers are special tokens: keep them, with no added spaces
+                              skip_special_tokens=not self._harmony, spaces_between_special_tokens=not self._harmony)
 
 
 def has_harmony_tokens(tokenizer: Any) -> bool:

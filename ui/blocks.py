@@ -219,7 +219,8 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
 
         demo.load(None, None, lang, js=LANG_JS)
         demo.load(on_load, lang, [header, operator], concurrency_limit=None)
-        lang.change(relabel, lang, [*relabelled, header], concurrency_limit=None, show_progress="hidden")
+        # on the user's switch only: the browser-language default already has Gradio's own labels
+        lang.input(relabel, lang, [*relabelled, header], concurrency_limit=None, show_progress="hidden")
     demo.queue(default_concurrency_limit=None)
     return demo
 
