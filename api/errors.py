@@ -6,14 +6,16 @@ import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from pipeline.refusal import Refusal
 
 log = logging.getLogger("gpt_oss_webui.api")
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "invalid_request_error", 415: "invalid_request_error", 431: "invalid_request_error",
           405: "invalid_request_error", 408: "timeout_error", 413: "invalid_request_error",
           422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
 
@@ -54,6 +56,13 @@ def install_error_handlers(app: FastAPI) -> None:
         first = exc.errors()[0] if exc.errors() else {}
         param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
         return error_response(APIError(400, f"{param}: {first.get('msg', 'invalid value')}", param=param))
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_left(request: Request, _: ClientDisconnect) -> Response:
+        """The client left while sending its body: nobody is there to answer; count it, quietly."""
+        request.app.state.metrics.abandoned.labels("body").inc()
+        log.debug("client left while sending its body: %s %s", request.method, request.url.path)
+        return Response(status_code=499)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

@@ -24,7 +24,7 @@ class CompletionFormat:
         return cls(request_id, model, int(time.time()), include_reasoning)
 
     def body(self, finished: Finished) -> dict:
-        message = {"role": "assistant", "content": finished.text}
+        message = {"role": "assistant", "content": finished.text, "refusal": None}
         if finished.reasoning and self.include_reasoning:
             message["reasoning_content"] = finished.reasoning
         return {

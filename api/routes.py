@@ -5,11 +5,14 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Request
+from fastapi.routing import APIRoute
+from starlette.routing import Match
 from fastapi.responses import JSONResponse, Response
 
 from api.auth import identify
 from api.chat import create_chat_completion
 from api.errors import APIError
+from pipeline.caller import ANONYMOUS
 from scheduler.snapshot import snapshot
 from scheduler.status import overall_status, request_status
 from wiring import Services
@@ -72,7 +75,27 @@ async def cache_stats(request: Request) -> dict:
 @router.delete("/v1/cache")
 async def clear_cache(request: Request) -> dict:
     services = _services(request)
-    if not identify(request).admin:
-        raise APIError(401, "clearing the cache needs an admin key", code="admin_key_required")
+    caller = identify(request)
+    if not caller.admin:
+        status = 401 if caller.name == ANONYMOUS else 403  # 403: known, but not an admin
+        raise APIError(status, "clearing the cache needs an admin key", code="admin_key_required")
     removed = await services.cache.clear() if services.cache is not None else 0
     return {"object": "cache.cleared", "removed": removed}
+
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+@router.api_route("/v1/{rest:path}", methods=_METHODS, include_in_schema=False)
+async def no_such_route(request: Request, rest: str) -> Response:
+    """Any other /v1 path or method, answered here rather than by the page mounted at /: 405 with
+    Allow where the path exists, else 404, both as OpenAI errors."""
+    allowed = sorted({m for route in request.app.routes if route is not _CATCH_ALL and isinstance(route, APIRoute)
+                      and route.matches(request.scope)[0] is Match.PARTIAL for m in route.methods})
+    if allowed:
+        raise APIError(405, f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}",
+                       headers={"Allow": ", ".join(allowed)})
+    raise APIError(404, f"no route {request.url.path}", code="not_found")
+
+
+_CATCH_ALL = router.routes[-1]

@@ -31,6 +31,8 @@ class Metrics:
         self.disconnected = Counter("gptoss_requests_disconnected", "Requests whose client left",
                                     ["priority", "stage"], registry=r)
         self.failed = Counter("gptoss_requests_failed", "Requests the engine failed", ["priority"], registry=r)
+        self.abandoned = Counter("gptoss_requests_abandoned", "Requests whose client left before they reached "
+                                 "the queue (while sending the body)", ["stage"], registry=r)
         self.failed_in_stream = Counter("gptoss_requests_failed_in_stream", "Requests that failed after their "
                                         "stream had opened (HTTP 200 then an error event)", ["priority", "reason"],
                                         registry=r)

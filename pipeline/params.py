@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -20,14 +20,14 @@ class TextPart(BaseModel):
 class Message(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart] | None = None
+    content: str | Annotated[list[TextPart], Field(min_length=1)]
     name: str | None = None
 
     @field_validator("content")
     @classmethod
-    def _encodable(cls, content: str | list[TextPart] | None) -> str | list[TextPart] | None:
+    def _encodable(cls, content: str | list[TextPart]) -> str | list[TextPart]:
         """JSON may escape a lone surrogate (\\ud800); no tokenizer can encode it."""
-        texts = [content] if isinstance(content, str) else [p.text for p in content or []]
+        texts = [content] if isinstance(content, str) else [p.text for p in content]
         for text in texts:
             try:
                 text.encode("utf-8")
@@ -36,7 +36,7 @@ class Message(BaseModel):
         return content
 
     def to_chat(self) -> ChatMessage:
-        text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content or [])
+        text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
         return ChatMessage("system" if self.role == "developer" else self.role, text)
 
 
@@ -48,14 +48,14 @@ class StreamOptions(BaseModel):
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
-    model: str | None = None
+    model: str
     messages: list[Message] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # a 64-bit integer, as the engines take
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None

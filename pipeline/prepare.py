@@ -10,7 +10,7 @@ from pipeline.refusal import Refusal
 
 def check_model(engine: EngineBackend, body: ChatCompletionRequest) -> None:
     model = engine.capabilities.model
-    if body.model is not None and body.model != model:
+    if body.model != model:
         raise Refusal(404, f"the model {body.model!r} does not exist; available: {model}", param="model",
                       code="model_not_found")
 

@@ -65,7 +65,7 @@ def test_flags_and_clean_ctrl_c(tmp_path):
         results: dict = {}
 
         def call(name: str) -> None:
-            body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 500}
+            body = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 500}
             results[name] = httpx.post(url + "/v1/chat/completions", json=body, timeout=30)
 
         threads = [threading.Thread(target=call, args=(n,)) for n in ("running", "waiting")]

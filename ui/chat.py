@@ -27,11 +27,11 @@ class ChatSettings:
     system_prompt: str = ""
 
 
-def build_body(history: list[dict], settings: ChatSettings) -> ChatCompletionRequest:
+def build_body(model: str, history: list[dict], settings: ChatSettings) -> ChatCompletionRequest:
     messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else [])
     messages += [{"role": m["role"], "content": _text(m["content"])} for m in history if not _is_thinking(m)]
     return ChatCompletionRequest.model_validate({
-        "messages": messages, "max_tokens": settings.max_tokens, "temperature": settings.temperature,
+        "model": model, "messages": messages, "max_tokens": settings.max_tokens, "temperature": settings.temperature,
         "top_p": settings.top_p, "reasoning_effort": settings.reasoning_effort, "priority": settings.priority,
     })
 
@@ -40,7 +40,7 @@ async def run_chat(pipeline: ChatPipeline, caller: Caller, history: list[dict],
                    settings: ChatSettings) -> AsyncIterator[Event]:
     """The pipeline's events for one answer; settings the API would refuse are refused alike."""
     try:
-        body = build_body(history, settings)
+        body = build_body(pipeline.engine.capabilities.model, history, settings)
     except ValidationError as exc:
         param, message = describe(exc)
         yield Refused(Refusal(400, message, param=param, code="invalid_value"))

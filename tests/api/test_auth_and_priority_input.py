@@ -10,7 +10,7 @@ from tests.api.test_bad_input import CHAT, MESSAGES, assert_error, assert_idle
 from tests.conftest import LiveServer
 
 KEYED = ("server.api_keys=[k1]", "scheduler.priority_keys=[vip]")
-BODY = {"messages": MESSAGES, "max_tokens": 3}
+BODY = {"model": "sim", "messages": MESSAGES, "max_tokens": 3}
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def test_missing_or_wrong_key_is_401(keyed, key, token, authorization):
 def test_401_comes_before_the_body_is_read(keyed):
     response = httpx.post(keyed.url + CHAT, content=b"{not json", headers={"Content-Type": "application/json"})
     assert_error(response, 401, param=None, code="invalid_api_key")
-    response = httpx.post(keyed.url + CHAT, json={"messages": [], "n": 5}, headers={"X-Priority": "bogus"})
+    response = httpx.post(keyed.url + CHAT, json={"model": "sim", "messages": [], "n": 5}, headers={"X-Priority": "bogus"})
     assert_error(response, 401, param=None, code="invalid_api_key")
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import threading
 import time
 from typing import Iterator
@@ -56,8 +58,8 @@ def assert_idle(live: LiveServer, **params: str) -> None:
 
 
 @pytest.mark.parametrize("raw", [
-    b"{not json", b"", b"\xff\xfe\x00", b'{"messages": [', b"[" * 100_000 + b"]" * 100_000,
-    b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 1' + b"0" * 5000 + b"}",
+    b"{not json", b"", b"\xff\xfe\x00", b'{"model": "sim", "messages": [', b"[" * 100_000 + b"]" * 100_000,
+    b'{"model": "sim", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1' + b"0" * 5000 + b"}",
 ], ids=["malformed", "empty", "bad-utf8", "truncated", "nested-too-deep", "integer-over-digit-limit"])
 def test_unparseable_body_is_400_invalid_json(server, raw):
     response = httpx.post(server.url + CHAT, content=raw, headers={"Content-Type": "application/json"})
@@ -73,20 +75,26 @@ def test_body_that_is_not_an_object_is_400(server, body):
 # -- each parameter's type and range -----------------------------------------------------------------------------
 
 BAD_FIELDS = [
-    ({}, "messages"),
-    ({"messages": []}, "messages"),
-    ({"messages": "hi"}, "messages"),
-    ({"messages": {"role": "user", "content": "hi"}}, "messages"),
-    ({"messages": [None]}, "messages.0"),
-    ({"messages": ["hi"]}, "messages.0"),
-    ({"messages": [{"content": "hi"}]}, "messages.0.role"),
-    ({"messages": [{"role": "tool", "content": "hi"}]}, "messages.0.role"),
-    ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
-    ({"messages": [{"role": "user", "content": "\ud800"}]}, "messages.0.content"),
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "a\udfff"}]}]}, "messages.0.content"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]},
+    ({}, "model"),
+    ({"messages": MESSAGES}, "model"),
+    ({"model": "sim", "messages": [{"role": "user"}]}, "messages.0.content"),
+    ({"model": "sim", "messages": [{"role": "user", "content": None}]}, "messages.0.content"),
+    ({"model": "sim", "messages": [{"role": "user", "content": []}]}, "messages.0.content"),
+    ({"seed": 2**70}, "seed"),
+    ({"seed": -(2**70)}, "seed"),
+    ({"model": "sim", "messages": []}, "messages"),
+    ({"model": "sim", "messages": "hi"}, "messages"),
+    ({"model": "sim", "messages": {"role": "user", "content": "hi"}}, "messages"),
+    ({"model": "sim", "messages": [None]}, "messages.0"),
+    ({"model": "sim", "messages": ["hi"]}, "messages.0"),
+    ({"model": "sim", "messages": [{"content": "hi"}]}, "messages.0.role"),
+    ({"model": "sim", "messages": [{"role": "tool", "content": "hi"}]}, "messages.0.role"),
+    ({"model": "sim", "messages": [{"role": "user", "content": 5}]}, "messages.0.content"),
+    ({"model": "sim", "messages": [{"role": "user", "content": "\ud800"}]}, "messages.0.content"),
+    ({"model": "sim", "messages": [{"role": "user", "content": [{"type": "text", "text": "a\udfff"}]}]}, "messages.0.content"),
+    ({"model": "sim", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]},
      "messages.0.content.0.type"),
-    ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages.0.content.0.text"),
+    ({"model": "sim", "messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages.0.content.0.text"),
     ({"max_tokens": "12"}, "max_tokens"),
     ({"max_tokens": 12.0}, "max_tokens"),
     ({"max_tokens": True}, "max_tokens"),
@@ -123,46 +131,47 @@ BAD_FIELDS = [
 
 @pytest.mark.parametrize("fields, param", BAD_FIELDS, ids=[f"{i:02d}-{p}" for i, (_, p) in enumerate(BAD_FIELDS)])
 def test_bad_field_is_400_naming_the_parameter(server, fields, param):
-    body = fields if "messages" in fields or not fields else {"messages": MESSAGES, **fields}
+    body = fields if "messages" in fields or "model" in fields or not fields else \
+        {"model": "sim", "messages": MESSAGES, **fields}
     error = assert_error(post(server, body), 400, param=param, code="invalid_value")
     assert error["message"].startswith(("invalid value for", "missing required parameter"))
     assert_idle(server)
 
 
 def test_validation_message_keeps_the_case_of_the_allowed_pattern(server):
-    error = assert_error(post(server, {"messages": MESSAGES, "request_id": "a b"}), 400, param="request_id",
+    error = assert_error(post(server, {"model": "sim", "messages": MESSAGES, "request_id": "a b"}), 400, param="request_id",
                          code="invalid_value")
     assert "A-Za-z0-9" in error["message"]
 
 
 def test_more_than_four_stop_sequences_is_400(server):
-    response = post(server, {"messages": MESSAGES, "stop": ["a", "b", "c", "d", "e"]})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "stop": ["a", "b", "c", "d", "e"]})
     assert_error(response, 400, param="stop", code="invalid_value")
-    assert post(server, {"messages": MESSAGES, "max_tokens": 3, "stop": ["a", "b", "c", "d"]}).status_code == 200
+    assert post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "stop": ["a", "b", "c", "d"]}).status_code == 200
 
 
 @pytest.mark.parametrize("n", [2, 0, -1, 100])
 def test_only_n_1_is_supported(server, n):
-    assert_error(post(server, {"messages": MESSAGES, "n": n}), 400, param="n", code="invalid_value", names=f"n={n}")
+    assert_error(post(server, {"model": "sim", "messages": MESSAGES, "n": n}), 400, param="n", code="invalid_value", names=f"n={n}")
 
 
 def test_n_1_and_n_null_are_accepted(server):
     for n in (1, None):
-        assert post(server, {"messages": MESSAGES, "max_tokens": 3, "n": n}).status_code == 200
+        assert post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "n": n}).status_code == 200
 
 
 @pytest.mark.parametrize("param", ["max_tokens", "max_completion_tokens"])
 @pytest.mark.parametrize("value", [10**9, 4097, 10**30])
 def test_absurd_max_tokens_is_400_naming_it(server, param, value):
-    error = assert_error(post(server, {"messages": MESSAGES, param: value}), 400, param=param, code="invalid_value")
+    error = assert_error(post(server, {"model": "sim", "messages": MESSAGES, param: value}), 400, param=param, code="invalid_value")
     assert str(value) in error["message"] and "4096" in error["message"]
     assert_idle(server)
 
 
 def test_max_completion_tokens_wins_over_max_tokens(server):
-    response = post(server, {"messages": MESSAGES, "max_tokens": 3, "max_completion_tokens": 10**9})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "max_completion_tokens": 10**9})
     assert_error(response, 400, param="max_completion_tokens", code="invalid_value")
-    ok = post(server, {"messages": MESSAGES, "max_tokens": 10**9, "max_completion_tokens": 3})
+    ok = post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 10**9, "max_completion_tokens": 3})
     assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] <= 3
 
 
@@ -189,7 +198,7 @@ def test_openai_client_raises_bad_request(server, kwargs, param, stream):
 
 
 def test_streaming_request_with_bad_input_gets_a_json_error_not_a_stream(server):
-    response = post(server, {"messages": MESSAGES, "stream": True, "temperature": 9})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "stream": True, "temperature": 9})
     assert_error(response, 400, param="temperature", code="invalid_value")
 
 
@@ -206,26 +215,26 @@ def test_unknown_model_is_404_model_not_found(server):
 
 @pytest.mark.parametrize("mode", ["foo", "", "BATCH"])
 def test_unknown_mode_is_400(server, mode):
-    response = post(server, {"messages": MESSAGES}, params={"mode": mode})
+    response = post(server, {"model": "sim", "messages": MESSAGES}, params={"mode": mode})
     assert_error(response, 400, param="mode", code="invalid_value", names="mode must be")
 
 
 def test_interactive_mode_is_accepted(server):
-    response = post(server, {"messages": MESSAGES, "max_tokens": 3}, params={"mode": "interactive"})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 3}, params={"mode": "interactive"})
     assert response.status_code == 200 and response.headers["x-priority"] == "medium"
 
 
 @pytest.mark.parametrize("header", ["urgent", "", "1", "highest"])
 @pytest.mark.parametrize("stream", [False, True])
 def test_unknown_x_priority_header_is_400(server, header, stream):
-    response = post(server, {"messages": MESSAGES, "stream": stream}, headers={"X-Priority": header})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "stream": stream}, headers={"X-Priority": header})
     assert_error(response, 400, param="X-Priority", code="invalid_priority")
     assert_idle(server)
 
 
 @pytest.mark.parametrize("priority", [11, -1, 10**30, "urgent", "", "1"])
 def test_bad_body_priority_is_400(server, priority):
-    response = post(server, {"messages": MESSAGES, "priority": priority})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "priority": priority})
     assert_error(response, 400, param="priority", code="invalid_priority", names="priority must be")
     assert_idle(server)
 
@@ -235,12 +244,12 @@ def test_bad_body_priority_is_400(server, priority):
     ("HIGH", "high"), (" low ", "low"), ("medium", "medium"),
 ])
 def test_body_priority_integer_or_name_is_accepted(server, priority, cls):
-    response = post(server, {"messages": MESSAGES, "max_tokens": 3, "priority": priority})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "priority": priority})
     assert response.status_code == 200 and response.headers["x-priority"] == cls
 
 
 def test_x_priority_header_outranks_body_priority_and_batch_mode_outranks_both(server):
-    body = {"messages": MESSAGES, "max_tokens": 3, "priority": "low"}
+    body = {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "priority": "low"}
     assert post(server, body, headers={"X-Priority": "High"}).headers["x-priority"] == "high"
     batch = post(server, body, headers={"X-Priority": "high"}, params={"mode": "batch"})
     assert batch.headers["x-priority"] == "low"
@@ -248,14 +257,14 @@ def test_x_priority_header_outranks_body_priority_and_batch_mode_outranks_both(s
 
 @pytest.mark.parametrize("header", ["a b", "a/b", "x" * 129, "id;drop"])
 def test_invalid_x_request_id_header_is_400(server, header):
-    response = post(server, {"messages": MESSAGES, "max_tokens": 3}, headers={"X-Request-ID": header})
+    response = post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 3}, headers={"X-Request-ID": header})
     assert_error(response, 400, param="X-Request-ID", code="invalid_value")
     assert server.status(request_id=header[:128])["state"] == "unknown"
     assert_idle(server)
 
 
 def test_valid_body_request_id_wins_over_a_bad_header(server):
-    response = post(server, {"messages": MESSAGES, "max_tokens": 3, "request_id": "body-id.1:a_b-c"},
+    response = post(server, {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "request_id": "body-id.1:a_b-c"},
                     headers={"X-Request-ID": "not valid"})
     assert response.status_code == 200 and response.json()["id"] == "body-id.1:a_b-c"
 
@@ -276,15 +285,15 @@ def test_unknown_route_or_method_is_an_openai_error(server, method, path, status
 def test_prompt_over_the_context_is_context_length_exceeded(make_server):
     live = make_server("engine.sim.max_model_len=64")
     long = [{"role": "user", "content": "queue " * 200}]
-    error = assert_error(post(live, {"messages": long}), 400, param="messages", code="context_length_exceeded")
+    error = assert_error(post(live, {"model": "sim", "messages": long}), 400, param="messages", code="context_length_exceeded")
     assert "64" in error["message"]
-    error = assert_error(post(live, {"messages": MESSAGES, "max_tokens": 60}), 400, param="messages",
+    error = assert_error(post(live, {"model": "sim", "messages": MESSAGES, "max_tokens": 60}), 400, param="messages",
                          code="context_length_exceeded", names="max_tokens asks for 60")
-    assert_error(post(live, {"messages": MESSAGES, "max_tokens": 65}), 400, param="max_tokens", code="invalid_value")
+    assert_error(post(live, {"model": "sim", "messages": MESSAGES, "max_tokens": 65}), 400, param="max_tokens", code="invalid_value")
     with live.client() as client, pytest.raises(openai.BadRequestError) as err:
         client.chat.completions.create(model="sim", messages=long, stream=True)
     assert err.value.body["code"] == "context_length_exceeded"
-    fits = post(live, {"messages": MESSAGES})
+    fits = post(live, {"model": "sim", "messages": MESSAGES})
     assert fits.status_code == 200
     assert fits.json()["usage"]["total_tokens"] <= 64
     assert_idle(live)
@@ -293,13 +302,13 @@ def test_prompt_over_the_context_is_context_length_exceeded(make_server):
 def test_request_over_the_engine_kv_budget_names_the_parameter_sent(make_server):
     live = make_server("engine.sim.kv_tokens=64")
     for param in ("max_tokens", "max_completion_tokens"):
-        assert_error(post(live, {"messages": MESSAGES, param: 100}), 400, param=param,
+        assert_error(post(live, {"model": "sim", "messages": MESSAGES, param: 100}), 400, param=param,
                      code="context_length_exceeded", names="at most 64")
     long = [{"role": "user", "content": "queue " * 100}]
-    assert_error(post(live, {"messages": long}), 400, param="messages", code="context_length_exceeded",
+    assert_error(post(live, {"model": "sim", "messages": long}), 400, param="messages", code="context_length_exceeded",
                  names="at most 64")
     # without max_tokens the default answer length shrinks to what the engine can hold
-    fits = post(live, {"messages": MESSAGES})
+    fits = post(live, {"model": "sim", "messages": MESSAGES})
     assert fits.status_code == 200, fits.text
     assert fits.json()["usage"]["total_tokens"] <= 64
     assert_idle(live)
@@ -312,7 +321,7 @@ def _chunks(data: bytes, size: int = 512) -> Iterator[bytes]:
 
 def test_body_over_the_limit_is_413_with_or_without_content_length(make_server):
     live = make_server("server.max_body_bytes=2048")
-    big = json.dumps({"messages": [{"role": "user", "content": "x" * 6000}]}).encode()
+    big = json.dumps({"model": "sim", "messages": [{"role": "user", "content": "x" * 6000}]}).encode()
     declared = httpx.post(live.url + CHAT, content=big, headers={"Content-Type": "application/json"})
     assert int(declared.request.headers["content-length"]) > 2048
     assert_error(declared, 413, param=None, code="request_too_large", names="2048 bytes")
@@ -320,7 +329,7 @@ def test_body_over_the_limit_is_413_with_or_without_content_length(make_server):
     chunked = httpx.post(live.url + CHAT, content=_chunks(big), headers={"Content-Type": "application/json"})
     assert chunked.request.headers["transfer-encoding"] == "chunked"
     assert_error(chunked, 413, param=None, code="request_too_large", names="2048 bytes")
-    small = json.dumps({"messages": MESSAGES, "max_tokens": 3}).encode()
+    small = json.dumps({"model": "sim", "messages": MESSAGES, "max_tokens": 3}).encode()
     assert httpx.post(live.url + CHAT, content=_chunks(small, 16)).status_code == 200
     assert_error(httpx.post(live.url + "/v1/nope", content=big), 413, param=None, code="request_too_large")
     assert_idle(live)
@@ -329,7 +338,7 @@ def test_body_over_the_limit_is_413_with_or_without_content_length(make_server):
 # -- a request_id already in flight ------------------------------------------------------------------------------
 
 SLOW = "engine.sim.token_latency_ms=50"
-HOLD = {"messages": [{"role": "user", "content": "Hold this slot."}], "temperature": 0, "seed": 4}  # ~340 tokens
+HOLD = {"model": "sim", "messages": [{"role": "user", "content": "Hold this slot."}], "temperature": 0, "seed": 4}  # ~340 tokens
 
 
 def test_duplicate_in_flight_request_id_is_400_while_streaming(make_server):
@@ -338,13 +347,13 @@ def test_duplicate_in_flight_request_id_is_400_while_streaming(make_server):
         with client.stream("POST", CHAT, json={**HOLD, "max_tokens": 300, "stream": True, "request_id": "dup-1"}) as first:
             assert first.status_code == 200
             assert live.status(request_id="dup-1")["state"] in ("queued", "running")
-            again = post(live, {"messages": MESSAGES, "max_tokens": 3, "request_id": "dup-1"})
+            again = post(live, {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "request_id": "dup-1"})
             assert_error(again, 400, param="request_id", code="duplicate_request_id", names="'dup-1'")
-            by_header = post(live, {"messages": MESSAGES, "max_tokens": 3}, headers={"X-Request-ID": "dup-1"})
+            by_header = post(live, {"model": "sim", "messages": MESSAGES, "max_tokens": 3}, headers={"X-Request-ID": "dup-1"})
             assert_error(by_header, 400, param="request_id", code="duplicate_request_id")
             assert live.status(request_id="dup-1")["state"] == "running"
     assert_idle(live)  # leaving the stream frees its slot
-    reused = post(live, {"messages": MESSAGES, "max_tokens": 2, "request_id": "dup-1"})
+    reused = post(live, {"model": "sim", "messages": MESSAGES, "max_tokens": 2, "request_id": "dup-1"})
     assert reused.status_code == 200 and reused.json()["id"] == "dup-1"
 
 
@@ -356,10 +365,27 @@ def test_duplicate_in_flight_request_id_is_400_while_a_plain_request_runs(make_s
     worker.start()
     try:
         live.wait_for(lambda s: s["running"] == 1)
-        again = post(live, {"messages": MESSAGES, "max_tokens": 3, "request_id": "dup-2", "stream": True})
+        again = post(live, {"model": "sim", "messages": MESSAGES, "max_tokens": 3, "request_id": "dup-2", "stream": True})
         assert_error(again, 400, param="request_id", code="duplicate_request_id")
         assert live.status(request_id="dup-2")["state"] == "running"
     finally:
         worker.join(timeout=30)
     assert results[0].status_code == 200 and results[0].json()["usage"]["completion_tokens"] == 40
+    assert_idle(live)
+
+
+def test_a_client_that_leaves_while_sending_its_body_is_counted_quietly(make_server, caplog, monkeypatch):
+    monkeypatch.setattr(logging.getLogger("gpt_oss_webui"), "propagate", True)
+    caplog.set_level(logging.WARNING)
+    live = make_server()
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"model\"")
+        time.sleep(0.3)
+    deadline = time.monotonic() + 5
+    while 'gptoss_requests_abandoned_total{stage="body"} 1.0' not in httpx.get(live.url + "/metrics").text:
+        assert time.monotonic() < deadline, "the abandoned request was never counted"
+        time.sleep(0.05)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert_idle(live)

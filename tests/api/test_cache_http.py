@@ -22,7 +22,7 @@ def cached(path: Path, *more: str) -> tuple[str, ...]:
 
 
 def body(prompt: str, max_tokens: int = 6, **extra) -> dict:
-    return {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0, **extra}
+    return {"model": "sim", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0, **extra}
 
 
 def generated(live: LiveServer) -> int:
@@ -99,8 +99,8 @@ def test_streaming_answers_are_stored_and_replayed_to_the_openai_client(live: Li
 def test_sampled_requests_bypass_the_cache(live: LiveServer, http: httpx.Client):
     entries = http.get("/v1/cache/stats").json()["entries"]
     before = generated(live)
-    sampled = {"messages": [{"role": "user", "content": "sampled"}], "max_tokens": 5, "temperature": 0.7}
-    default_temperature = {"messages": [{"role": "user", "content": "sampled"}], "max_tokens": 5}
+    sampled = {"model": "sim", "messages": [{"role": "user", "content": "sampled"}], "max_tokens": 5, "temperature": 0.7}
+    default_temperature = {"model": "sim", "messages": [{"role": "user", "content": "sampled"}], "max_tokens": 5}
     responses = [http.post(CHAT, json=b) for b in (sampled, sampled, default_temperature)]
     assert [r.headers["x-cache"] for r in responses] == ["BYPASS"] * 3
     assert generated(live) - before == 15
@@ -108,7 +108,7 @@ def test_sampled_requests_bypass_the_cache(live: LiveServer, http: httpx.Client)
 
 
 def test_a_seed_makes_a_sampled_request_cacheable(live: LiveServer, http: httpx.Client):
-    seeded = {"messages": [{"role": "user", "content": "seeded"}], "max_tokens": 5, "temperature": 0.7, "seed": 11}
+    seeded = {"model": "sim", "messages": [{"role": "user", "content": "seeded"}], "max_tokens": 5, "temperature": 0.7, "seed": 11}
     first, second = http.post(CHAT, json=seeded), http.post(CHAT, json=seeded)
     assert (first.headers["x-cache"], second.headers["x-cache"]) == ("MISS", "HIT")
     assert content(first) == content(second)
@@ -270,6 +270,14 @@ def test_delete_clears_the_cache(make_server, tmp_path: Path):
         assert cleared.status_code == 200 and cleared.json() == {"object": "cache.cleared", "removed": 2}
         assert http.get("/v1/cache/stats").json()["entries"] == 0
         assert http.post(CHAT, json=body("one")).headers["x-cache"] == "MISS"
+
+
+def test_a_known_key_that_is_not_an_admin_gets_403(make_server, tmp_path: Path):
+    live = make_server(*cached(tmp_path / "c.sqlite3", "server.api_keys=[user]", "server.admin_keys=[adm]"))
+    with live.http() as http:
+        denied = http.delete("/v1/cache", headers={"Authorization": "Bearer user"})
+        assert denied.status_code == 403 and denied.json()["error"]["type"] == "permission_error"
+        assert http.delete("/v1/cache").status_code == 401  # no key at all: authenticate first
 
 
 def test_delete_needs_an_admin_key_when_admin_keys_are_set(make_server, tmp_path: Path):

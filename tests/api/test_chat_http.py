@@ -16,6 +16,7 @@ def test_non_streaming_completion_follows_the_openai_schema(server):
     completion = response.parse()
     assert completion.object == "chat.completion"
     assert completion.choices[0].message.role == "assistant"
+    assert response.http_response.json()["choices"][0]["message"]["refusal"] is None  # required by the schema
     assert completion.choices[0].finish_reason in ("stop", "length")
     assert completion.usage.completion_tokens <= 12
     assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
@@ -60,7 +61,7 @@ def test_request_id_from_body_or_header_is_echoed(server):
                                                 extra_body={"request_id": "job-42"})
     assert completion.id == "job-42"
     response = httpx.post(server.url + "/v1/chat/completions", headers={"X-Request-ID": "hdr-7"},
-                          json={"messages": MESSAGES, "max_tokens": 3})
+                          json={"model": "sim", "messages": MESSAGES, "max_tokens": 3})
     assert response.json()["id"] == "hdr-7" and response.headers["x-request-id"] == "hdr-7"
     assert server.status(request_id="hdr-7")["state"] == "finished"
     assert server.status(request_id="never-seen")["state"] == "unknown"
@@ -78,7 +79,7 @@ def test_health_is_503_while_the_engine_loads(make_server):
     live = make_server("engine.sim.startup_s=1.5", wait_ready=False)
     health = httpx.get(live.url + "/healthz")
     assert health.status_code == 503 and health.json()["status"] == "loading"
-    chat = httpx.post(live.url + "/v1/chat/completions", json={"messages": MESSAGES})
+    chat = httpx.post(live.url + "/v1/chat/completions", json={"model": "sim", "messages": MESSAGES})
     assert chat.status_code == 503 and chat.json()["error"]["code"] == "engine_loading"
     assert chat.headers["retry-after"] == "5"
     live.wait_for(lambda s: s["engine_ready"])
@@ -87,7 +88,7 @@ def test_health_is_503_while_the_engine_loads(make_server):
 
 def test_batch_mode_is_low_priority_and_not_streamed(server):
     response = httpx.post(server.url + "/v1/chat/completions?mode=batch",
-                          json={"messages": MESSAGES, "max_tokens": 5, "stream": True})
+                          json={"model": "sim", "messages": MESSAGES, "max_tokens": 5, "stream": True})
     assert response.status_code == 200
     assert response.headers["x-priority"] == "low"
     assert response.json()["object"] == "chat.completion"

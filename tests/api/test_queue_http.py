@@ -13,7 +13,7 @@ SLOW = ("scheduler.max_concurrency=1", "engine.sim.token_latency_ms=20")
 
 
 def chat(url: str, *, max_tokens: int = 5, headers: dict | None = None, timeout: float = 30, **body) -> httpx.Response:
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens, **body}
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens, **body}
     return httpx.post(url + "/v1/chat/completions", json=payload, headers=headers or {}, timeout=timeout)
 
 
@@ -105,7 +105,7 @@ def test_streams_get_queue_comments_while_waiting(make_server):
     live = make_server(*SLOW)
     blocker = in_thread(chat, live.url, max_tokens=120)
     live.wait_for(lambda s: s["running"] == 1)
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
     comments, data = [], []
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, timeout=30) as response:
         assert response.status_code == 200 and int(response.headers["x-queue-wait-ms"]) >= 900
@@ -141,7 +141,7 @@ def test_non_streaming_disconnect_frees_the_slot(make_server):
 
 def test_streaming_disconnect_frees_the_slot(make_server):
     live = make_server(*SLOW)
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2000, "stream": True}
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2000, "stream": True}
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, timeout=30) as response:
         for line in response.iter_lines():
             if line.startswith("data:"):
@@ -154,7 +154,7 @@ def test_waiting_stream_that_disconnects_leaves_the_queue(make_server):
     live = make_server(*SLOW)
     blocker = in_thread(chat, live.url, max_tokens=200)
     live.wait_for(lambda s: s["running"] == 1)
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True,
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True,
                 "request_id": "leaver"}
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, timeout=30) as response:
         for line in response.iter_lines():
@@ -170,7 +170,7 @@ def test_a_stream_that_could_not_start_in_time_gets_429_before_any_byte(make_ser
     assert chat(live.url, max_tokens=100).status_code == 200  # 2 s of service: the drain rate is now known
     blocker = in_thread(chat, live.url, max_tokens=300)
     live.wait_for(lambda s: s["running"] == 1)
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
     started = time.monotonic()
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"},
                       timeout=30) as response:
@@ -187,7 +187,7 @@ def test_a_queue_timeout_after_the_stream_opened_is_counted_apart(make_server):
     live = make_server(*SLOW, "scheduler.max_wait_s.low=1.5")  # nothing finished yet: the door cannot predict
     blocker = in_thread(chat, live.url, max_tokens=200)
     live.wait_for(lambda s: s["running"] == 1)
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"},
                       timeout=30) as response:
         lines = [line for line in response.iter_lines() if line.startswith("data:")]

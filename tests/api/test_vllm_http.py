@@ -49,7 +49,7 @@ def test_priority_reaches_the_engine(vllm_server):
     done: list[str] = []
 
     def send(name: str, priority: str, max_tokens: int) -> None:
-        body = {"messages": [{"role": "user", "content": f"Count slowly: {name}"}], "max_tokens": max_tokens,
+        body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": f"Count slowly: {name}"}], "max_tokens": max_tokens,
                 "temperature": 0.7, "seed": 1}
         response = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Priority": priority},
                               timeout=120)
@@ -71,7 +71,7 @@ def test_priority_reaches_the_engine(vllm_server):
 
 
 def test_disconnect_aborts_in_the_engine(vllm_server):
-    body = {"messages": [{"role": "user", "content": "Tell me everything about the ocean."}],
+    body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "Tell me everything about the ocean."}],
             "max_tokens": 1500, "stream": True, "temperature": 0.8, "seed": 3}
     with httpx.stream("POST", vllm_server.url + "/v1/chat/completions", json=body, timeout=60) as response:
         seen = 0
@@ -103,7 +103,7 @@ def test_context_limit_is_rejected_before_the_engine(vllm_server):
     before = engine.stats().generated_tokens
     huge = "word " * 2500
     response = httpx.post(vllm_server.url + "/v1/chat/completions",
-                          json={"messages": [{"role": "user", "content": huge}], "max_tokens": 10}, timeout=30)
+                          json={"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": huge}], "max_tokens": 10}, timeout=30)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "context_length_exceeded"
     assert engine.stats().generated_tokens == before and vllm_server.status()["running"] == 0
@@ -111,7 +111,7 @@ def test_context_limit_is_rejected_before_the_engine(vllm_server):
 
 def test_reasoning_effort_is_accepted_and_reported_ignored(vllm_server):
     response = httpx.post(vllm_server.url + "/v1/chat/completions",
-                          json={"messages": HI, "max_tokens": 4, "reasoning_effort": "high"}, timeout=60)
+                          json={"model": "smollm2-135m-instruct", "messages": HI, "max_tokens": 4, "reasoning_effort": "high"}, timeout=60)
     assert response.status_code == 200
     assert response.headers["x-reasoning-effort"] == "ignored"
 

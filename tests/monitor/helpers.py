@@ -19,7 +19,7 @@ SLOW = ("scheduler.max_concurrency=1", "engine.sim.token_latency_ms=20")
 
 
 def chat(url: str, *, max_tokens: int = 5, headers: dict | None = None, timeout: float = 30, **body) -> httpx.Response:
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens, **body}
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens, **body}
     return httpx.post(url + "/v1/chat/completions", json=payload, headers=headers or {}, timeout=timeout)
 
 

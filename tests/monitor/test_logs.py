@@ -111,7 +111,7 @@ def test_a_real_server_never_writes_the_priority_key(tmp_path):
     try:
         wait_healthy(url, proc)
         response = httpx.post(f"{url}/v1/chat/completions?token={SECRET}",
-                              json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+                              json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
                               headers={"Authorization": f"Bearer {SECRET}"}, timeout=30)
         assert response.status_code == 200 and response.headers["x-priority"] == "high"
         assert chat(url, max_tokens=2, headers={"Authorization": f"Bearer {SECRET}"}).status_code == 200

@@ -85,7 +85,7 @@ def test_disconnects_are_counted_by_stage(make_server):
     with pytest.raises(httpx.ReadTimeout):
         joined(running)
     live.wait_for(lambda s: s["running"] == 0)
-    payload = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2000, "stream": True}
+    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2000, "stream": True}
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "high"},
                       timeout=30) as response:
         data = (line for line in response.iter_lines() if line.startswith("data:"))

@@ -210,4 +210,4 @@ def test_the_thinking_block_folds_when_the_answer_starts():
     after = shown.messages()
     assert after[1]["metadata"]["status"] == "done" and after[2] == {"role": "assistant", "content": "Hello"}
     assert thinking["metadata"]["status"] == "pending"  # each update is a new value for the page
-    assert [m.content for m in build_body(after, ChatSettings()).messages] == ["hi", "Hello"]  # not the thinking
+    assert [m.content for m in build_body("sim", after, ChatSettings()).messages] == ["hi", "Hello"]  # not the thinking

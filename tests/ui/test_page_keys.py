@@ -149,3 +149,15 @@ def _anonymous(live: LiveServer) -> dict[str, str]:
     response = sign_in(live, None)
     assert response.status_code == 303
     return {"Cookie": f"gptoss_session={response.cookies['gptoss_session']}"}
+
+
+@pytest.mark.parametrize("method, path, status, allow", [
+    ("GET", "/v1/chat/completions", 405, "POST"), ("PUT", "/v1/chat/completions", 405, "POST"),
+    ("DELETE", "/v1/chat/completions", 405, "POST"), ("POST", "/v1/models", 405, "GET"),
+    ("PUT", "/v1/cache", 405, "DELETE"), ("POST", "/v1/queue/status", 405, "GET"), ("GET", "/v1/nope", 404, None),
+])
+def test_api_paths_answer_openai_errors_with_the_page_on(keyed: LiveServer, method: str, path: str, status: int,
+                                                          allow: str | None) -> None:
+    response = httpx.request(method, keyed.url + path, headers={"Authorization": "Bearer k1secret"}, timeout=10)
+    assert response.status_code == status and sorted(response.json()["error"]) == ["code", "message", "param", "type"]
+    assert response.headers.get("allow") == allow
