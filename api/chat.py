@@ -20,6 +20,7 @@ from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest, describe
 async def create_chat_completion(request: Request) -> Response:
     services = request.app.state.services
     caller = identify(request)
+    _check_json(request)
     body = parse_body(await request.body())
     batch = _batch_mode(request)
     call = ChatCall(
@@ -53,6 +54,15 @@ def parse_body(raw: bytes) -> ChatCompletionRequest:
     if len(body.stop_list) > 4:
         raise APIError(400, "stop takes at most 4 sequences", param="stop", code="invalid_value")
     return body
+
+
+def _check_json(request: Request) -> None:
+    """A browser sends a cross-site `text/plain` POST without asking first (no CORS preflight);
+    refusing every type but JSON keeps other sites' pages from making this server generate."""
+    kind = request.headers.get("content-type")
+    if kind is not None and kind.split(";")[0].strip().lower() != "application/json":
+        raise APIError(415, f"Content-Type must be application/json; got {kind[:100]!r}", param="Content-Type",
+                       code="unsupported_media_type")
 
 
 def _header_request_id(request: Request) -> str | None:

@@ -8,6 +8,7 @@ import logging
 from typing import AsyncIterator, Callable
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
@@ -48,6 +49,9 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.state.services = services
     app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu)
     app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes)
+    # Ours, so the page's Gradio adds none of its own (it would allow any localhost origin).
+    app.add_middleware(CORSMiddleware, allow_origins=services.config.server.cors_origins, allow_methods=["*"],
+                       allow_headers=["*"], allow_credentials=False)
     install_error_handlers(app)
     app.include_router(router)
     return app

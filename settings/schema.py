@@ -46,6 +46,7 @@ class ServerConfig(Section):
     default_max_tokens: int = Field(1024, ge=1)
     api_keys: StrList = Field(default_factory=list)
     admin_keys: StrList = Field(default_factory=list)
+    cors_origins: StrList = Field(default_factory=list)  # origins other sites' pages may call from; []: none
     ui: bool = True
 
 

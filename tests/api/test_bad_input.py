@@ -389,3 +389,28 @@ def test_a_client_that_leaves_while_sending_its_body_is_counted_quietly(make_ser
         time.sleep(0.05)
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert_idle(live)
+
+
+@pytest.mark.parametrize("kind", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x",
+                                  "text/plain;charset=UTF-8"])
+def test_a_body_that_is_not_json_is_415(server, kind):
+    """What a cross-site page can send without a CORS preflight never reaches the engine."""
+    body = json.dumps({"model": "sim", "messages": MESSAGES, "max_tokens": 2})
+    response = httpx.post(server.url + CHAT, content=body, headers={"Content-Type": kind}, timeout=10)
+    assert_error(response, 415, param="Content-Type", code="unsupported_media_type")
+    ok = httpx.post(server.url + CHAT, content=body, headers={"Content-Type": "application/json; charset=utf-8"})
+    assert ok.status_code == 200
+
+
+def test_cross_origin_calls_get_no_cors_grant_unless_configured(server, make_server):
+    for origin in ("http://localhost:3000", "http://evil.example", "null"):
+        preflight = httpx.options(server.url + CHAT, headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+        assert "access-control-allow-origin" not in preflight.headers, origin
+        plain = httpx.get(server.url + "/v1/models", headers={"Origin": origin})
+        assert "access-control-allow-origin" not in plain.headers, origin
+    live = make_server("server.cors_origins=[https://app.example]")
+    granted = httpx.get(live.url + "/v1/models", headers={"Origin": "https://app.example"})
+    assert granted.headers["access-control-allow-origin"] == "https://app.example"
+    assert "access-control-allow-credentials" not in granted.headers
+    assert "access-control-allow-origin" not in httpx.get(live.url + "/v1/models",
+                                                          headers={"Origin": "http://evil.example"}).headers

@@ -161,3 +161,12 @@ def test_api_paths_answer_openai_errors_with_the_page_on(keyed: LiveServer, meth
     response = httpx.request(method, keyed.url + path, headers={"Authorization": "Bearer k1secret"}, timeout=10)
     assert response.status_code == status and sorted(response.json()["error"]) == ["code", "message", "param", "type"]
     assert response.headers.get("allow") == allow
+
+
+def test_the_page_grants_no_cross_origin_access_either(keyed: LiveServer) -> None:
+    """Gradio alone echoes any localhost origin with credentials; our CORS policy replaces it."""
+    headers = {"Origin": "http://localhost:3000", "Authorization": "Bearer k1secret"}
+    for path in ("/v1/models", "/gradio_api/info", "/config"):
+        response = httpx.get(keyed.url + path, headers=headers, timeout=10)
+        assert "access-control-allow-origin" not in response.headers, path
+        assert "access-control-allow-credentials" not in response.headers, path
