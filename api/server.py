@@ -8,12 +8,14 @@ import logging
 from typing import AsyncIterator, Callable
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from fastapi.middleware.cors import CORSMiddleware
 
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
 from api.routes import router
 from monitor.metrics import Metrics
+from pipeline.params import ChatCompletionRequest
 from wiring import Services
 
 log = logging.getLogger("gpt_oss_webui")
@@ -54,7 +56,25 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
                        allow_headers=["*"], allow_credentials=False)
     install_error_handlers(app)
     app.include_router(router)
+    app.openapi = lambda: _openapi(app)
     return app
+
+
+def _openapi(app: FastAPI) -> dict:
+    """The generated document, plus the chat body the handler parses itself, so that clients and
+    API fuzzers see the same constraints the handler enforces."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        body = ChatCompletionRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas.update(body.pop("$defs", {}))
+        schemas["ChatCompletionRequest"] = body
+        schema["paths"]["/v1/chat/completions"]["post"]["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}},
+        }
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 async def _start(services: Services, on_failure: Callable[[BaseException], None] | None) -> None:
