@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from api.auth import identify
 from api.errors import APIError
 from api.openai_format import CompletionFormat
-from api.relay import complete_response, stream_response
+from api.relay import complete_response, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest, describe
 
@@ -28,7 +28,9 @@ async def create_chat_completion(request: Request) -> Response:
         request_id=body.request_id or _header_request_id(request),
         cache_control=request.headers.get("cache-control", ""), streamed=body.stream and not batch,
     )
-    run = await services.pipeline.start(call)
+    run = await unless_client_leaves(request, services.pipeline.start(call))
+    if run is None:
+        return Response(status_code=499)
     fmt = CompletionFormat.start(run.request_id, services.engine.capabilities.model, body.include_reasoning)
     if call.streamed:
         return await stream_response(run, fmt, body.include_usage)

@@ -60,7 +60,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ClientDisconnect)
     async def _client_left(request: Request, _: ClientDisconnect) -> Response:
         """The client left while sending its body: nobody is there to answer; count it, quietly."""
-        request.app.state.metrics.abandoned.labels("body").inc()
+        request.app.state.services.pipeline.abandoned["body"] += 1
         log.debug("client left while sending its body: %s %s", request.method, request.url.path)
         return Response(status_code=499)
 

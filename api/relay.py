@@ -4,7 +4,8 @@ notices while it waits."""
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator, Callable
+import contextlib
+from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -15,6 +16,8 @@ from api.errors import error_body, error_response
 from api.openai_format import SSE_DONE, CompletionFormat, sse, sse_comment
 from pipeline.chat import ChatRun
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
+
+T = TypeVar("T")
 
 
 def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
@@ -58,6 +61,23 @@ async def complete_response(request: Request, run: ChatRun, fmt: CompletionForma
     if isinstance(last, Refused):
         return error_response(last.refusal, run_headers(run, wait))
     return JSONResponse(fmt.body(last), headers=run_headers(run, wait))
+
+
+async def unless_client_leaves(request: Request, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None once the client has gone: starting a call can wait long (on an
+    identical request's answer), and it is cancelled rather than finished for nobody."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
 
 
 class EventStream(StreamingResponse):

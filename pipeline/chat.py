@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
@@ -56,6 +58,7 @@ class ChatPipeline:
         self.engine = engine
         self.scheduler = scheduler
         self.cache = cache
+        self.abandoned: Counter[str] = Counter()  # calls whose client left before the queue had them, by stage
 
     async def start(self, call: ChatCall) -> ChatRun:
         """Everything that can refuse before any answer exists; raises Refusal."""
@@ -64,7 +67,11 @@ class ChatPipeline:
         check_model(self.engine, body)
         request_id = call.request_id or f"chatcmpl-{uuid.uuid4().hex}"
         plan = self.cache.plan(self.engine.capabilities.model, body, call.caller.cache_namespace, call.cache_control)
-        hit = await self.cache.lookup(plan)
+        try:
+            hit = await self.cache.lookup(plan)
+        except asyncio.CancelledError:  # waiting on the cache or on an identical request's answer
+            self.abandoned["cache"] += 1
+            raise
         run = ChatRun(self, call, request_id, priority, plan, hit)
         if hit is None:
             try:

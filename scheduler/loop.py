@@ -179,7 +179,9 @@ class Scheduler:
         self._emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
         log.debug("dispatch id=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
                   request.priority.value, self.queue.effective_score(request, now), wait, self.admission.running)
-        self._tasks[request.request_id] = asyncio.create_task(self._run(ticket), name=f"run-{request.request_id}")
+        task = asyncio.create_task(self._run(ticket), name=f"run-{request.request_id}")
+        self._tasks[request.request_id] = task
+        task.add_done_callback(lambda _: self._never_ran(ticket, task))
 
     async def _run(self, ticket: Ticket) -> None:
         request = ticket.request
@@ -213,6 +215,18 @@ class Scheduler:
             self.drain.record(self.clock() - (request.dispatched_at or request.arrival))
             self._finish(request, outcome)
             self._dispatch()
+
+    def _never_ran(self, ticket: Ticket, task: asyncio.Task) -> None:
+        """A task cancelled before its first step never enters `_run`, so its cleanup is here."""
+        request = ticket.request
+        if self._tasks.get(request.request_id) is not task:
+            return  # `_run` ran and cleaned up
+        self._tasks.pop(request.request_id)
+        self.admission.release(request.request_id)
+        outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
+        ticket.events.put_nowait(SchedulerError(outcome, "the request was cancelled"))
+        self._finish(request, outcome)
+        self._dispatch()
 
     def _fail(self, request: Request, error: SchedulerError) -> None:
         ticket = self._tickets.get(request.request_id)

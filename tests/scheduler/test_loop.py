@@ -267,3 +267,14 @@ async def test_average_wait_returns_to_zero_one_interval_after_the_queue_empties
     clock.advance(sched.config.pressure.interval_s + 0.1)
     assert snapshot(sched).avg_wait_s == 0
     await stop(sched)
+
+
+async def test_a_request_cancelled_as_it_is_dispatched_frees_its_slot():
+    sched = await started(slots=1)
+    ticket = sched.submit(make_request(max_tokens=5))
+    sched.cancel(ticket.request_id)  # its engine task was created but has not run a single step
+    assert (await events_until_done(ticket))[-1].kind is Outcome.DISCONNECT
+    await asyncio.sleep(0)
+    assert sched.admission.running == 0 and sched.admission.tokens_in_use == 0
+    assert sched.finished_info(ticket.request_id)["outcome"] == "disconnect"
+    await stop(sched)
