@@ -15,6 +15,7 @@ from typing import Awaitable, Callable
 import uvicorn
 from fastapi import FastAPI
 
+from api.connection import uvicorn_settings
 from api.server import create_app
 from monitor.logs import configure_logging, install_secret_filter
 from settings import Config, ConfigError, load_config
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(config.logging)
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
-                                   log_level=config.logging.level.lower(), timeout_graceful_shutdown=5)
+                                   log_level=config.logging.level.lower(), timeout_graceful_shutdown=5,
+                                   **uvicorn_settings(config.server))
     install_secret_filter([*config.server.api_keys, *config.server.admin_keys, *config.scheduler.priority_keys])
     server = Server(server_config, on_exit=services.scheduler.shutdown)
     try:

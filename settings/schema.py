@@ -43,6 +43,10 @@ class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_body_bytes: int = Field(1_048_576, ge=1024)
+    max_header_bytes: int = Field(32_768, ge=1024)  # request line and headers; 431 past it
+    header_timeout_s: float = Field(10.0, ge=0.1)  # to receive a request's headers
+    body_timeout_s: float = Field(30.0, ge=0.1)  # to receive its body
+    keep_alive_s: float = Field(5.0, ge=0.1)  # an idle connection between requests
     default_max_tokens: int = Field(1024, ge=1)
     api_keys: StrList = Field(default_factory=list)
     admin_keys: StrList = Field(default_factory=list)

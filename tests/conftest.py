@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 
 from wiring import Services, build_services
+from api.connection import uvicorn_settings
 from app import app_for
 from settings import load_config
 
@@ -75,7 +76,8 @@ def live_server(*overrides: str, wait_ready: bool = True, base: list[str] = FAST
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
+                                          **uvicorn_settings(config.server)))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     live = LiveServer(f"http://127.0.0.1:{port}", services, server)

@@ -414,3 +414,39 @@ def test_cross_origin_calls_get_no_cors_grant_unless_configured(server, make_ser
     assert "access-control-allow-credentials" not in granted.headers
     assert "access-control-allow-origin" not in httpx.get(live.url + "/v1/models",
                                                           headers={"Origin": "http://evil.example"}).headers
+
+
+def raw_exchange(live: LiveServer, data: bytes, wait_s: float = 3.0) -> bytes:
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=wait_s) as sock:
+        sock.sendall(data)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return received
+
+
+def test_headers_past_the_limit_are_431(make_server):
+    live = make_server("server.max_header_bytes=4096")
+    many = b"".join(b"X-H%d: v\r\n" % i for i in range(2000))
+    answer = raw_exchange(live, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n")
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    one = raw_exchange(live, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10_000 + b"\r\n\r\n")
+    assert one.startswith(b"HTTP/1.1 431 ")
+    assert httpx.get(live.url + "/v1/models").status_code == 200  # ordinary requests are untouched
+
+
+def test_slow_headers_and_short_bodies_are_cut_off(make_server):
+    live = make_server("server.header_timeout_s=0.5", "server.body_timeout_s=0.5")
+    started = time.monotonic()
+    slow = raw_exchange(live, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: ", wait_s=5)
+    assert slow.startswith(b"HTTP/1.1 408 ") and time.monotonic() - started < 4
+    short = raw_exchange(live, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                               b"\r\nContent-Length: 100\r\n\r\n{\"model\"", wait_s=5)
+    assert short.startswith(b"HTTP/1.1 408 ")
+    silent = raw_exchange(live, b"", wait_s=5)  # connects and says nothing
+    assert silent.startswith(b"HTTP/1.1 408 ")
+    assert_idle(live)
