@@ -69,6 +69,8 @@ def open_page(browser: Browser) -> Iterator[Callable[[LiveServer], Page]]:
         page.goto(live.url + "/")
         expect(page.locator("#chatbot")).to_be_visible(timeout=WAIT_MS)
         expect(page.locator("#language input[value='English']")).to_be_checked(timeout=WAIT_MS)
+        # the page's load events have run (they update the header), so nothing re-renders under a test
+        expect(page.locator("#header")).to_contain_text("signed in as", timeout=WAIT_MS)
         return page
 
     yield opener
