@@ -3,10 +3,8 @@ simulator in harmony mode (an analysis message, then a final one, with their spe
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
-import httpx
 import pytest
 
 from tests.conftest import LiveServer, live_server
