@@ -219,8 +219,8 @@ def test_a_thinking_model_shows_its_reasoning_in_a_thinking_block(make_ui_server
     shot(page, "thinking")
     expect(page.locator("#answer-info")).to_contain_text("tokens", timeout=WAIT_MS)
     bots = page.locator("#chatbot [data-testid='bot']")
-    answer = bots.last.inner_text()
-    assert answer and "<|" not in answer and "analysis" not in answer.split()[:1]
+    answer = wait_until(lambda: bots.last.inner_text().strip(), what="the answer below the thinking block")
+    assert "<|" not in answer and "analysis" not in answer.split()[:1]
     assert "<|" not in page.locator("#chatbot").inner_text()
     shot(page, "answered")
 
