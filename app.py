@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
                                    log_level=config.logging.level.lower(), timeout_graceful_shutdown=5,
                                    **uvicorn_settings(config.server))
-    install_secret_filter([*config.server.api_keys, *config.server.admin_keys, *config.scheduler.priority_keys])
+    install_secret_filter([*config.server.api_keys, *config.server.admin_keys, *config.scheduler.priority_keys,
+                           *(k.key for k in config.server.keys if k.key)])
     server = Server(server_config, on_exit=services.scheduler.shutdown)
     try:
         server.run()

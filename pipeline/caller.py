@@ -3,68 +3,101 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cache.keys import namespace_for
 from pipeline.refusal import Refusal
-from settings.schema import Config
+from scheduler.request import PriorityClass
+from settings.schema import Config, Limits
 
 ANONYMOUS = "anonymous"
 
 
 @dataclass(slots=True, frozen=True)
 class Caller:
-    """`name` is safe to show and log (never the key); `priority_key` entitles the caller to the
-    high class; `admin` may change server-wide settings (everyone may when no admin key is set)."""
+    """`name` is safe to show and log (never the key). `key_class` is the class the key runs at
+    when the request names none; `ceiling` the highest it may ask for (named keys); `admin` may
+    change server-wide settings and see everyone's usage (everyone may when no admin key is set)."""
 
     name: str
-    priority_key: bool = False
+    key_class: PriorityClass | None = None
+    ceiling: PriorityClass | None = None
     admin: bool = False
     cache_namespace: str = ""
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(slots=True, frozen=True)
+class _Key:
+    name: str
+    key_class: PriorityClass | None = None
+    ceiling: PriorityClass | None = None
+    admin: bool = False
+    limits: Limits = field(default_factory=Limits)
 
 
 class Keyring:
+    """Keys are held as SHA-256 digests only, so a named key may be configured by its digest."""
+
     def __init__(self, config: Config) -> None:
         self.config = config
-        self._api = set(config.server.api_keys)
-        self._priority = set(config.scheduler.priority_keys)
-        self._admin = set(config.server.admin_keys)
-        self._known = self._api | self._priority | self._admin
+        server = config.server
+        self._keys: dict[str, _Key] = {}
+        admins = {digest(k) for k in server.admin_keys}
+        for key in {*server.api_keys, *config.scheduler.priority_keys, *server.admin_keys}:
+            high = PriorityClass.HIGH if key in config.scheduler.priority_keys else None
+            self._keys[digest(key)] = _Key(key_name(key), high, None, digest(key) in admins, server.default_limits)
+        for named in server.keys:
+            cls = PriorityClass(named.priority_class)
+            self._keys[(named.key_sha256 or digest(named.key or "")).lower()] = _Key(
+                named.name, cls, cls, named.admin, named.over(server.default_limits))
+        self._any_admin = any(k.admin for k in self._keys.values())
+        self._required = bool(server.api_keys or server.keys)
 
     @property
     def keys_required(self) -> bool:
         """Every call needs a known key."""
-        return bool(self._api)
+        return self._required
 
     @property
     def any_keys(self) -> bool:
-        return bool(self._known)
+        return bool(self._keys)
+
+    def names(self) -> list[str]:
+        return sorted({k.name for k in self._keys.values()} | {ANONYMOUS})
 
     def identify(self, bearer: str | None, token: str | None = None) -> Caller:
-        """Keys come as a bearer key or a `token`. With `server.api_keys` set, every call needs a
-        known key. Without it the service is open and any bearer key is accepted (the openai client
+        """Keys come as a bearer key or a `token`. With keys required, every call needs a known
+        key. Otherwise the service is open and any bearer key is accepted (the openai client
         always sends one), but a `token` that is not known is refused: the caller asked for a key's
         rights with a key we do not know."""
         key = token or bearer
-        if self._api and key not in self._known:
+        if self._required and not self.is_known(key):
             raise Refusal(401, "invalid or missing API key", code="invalid_api_key")
-        if token is not None and token not in self._known:
+        if token is not None and not self.is_known(token):
             raise Refusal(401, "invalid token: not a known API key", param="token", code="invalid_api_key")
         return self.caller_for(key)
 
     def caller_for(self, key: str | None) -> Caller:
-        known = key is not None and key in self._known
-        return Caller(
-            name=key_name(key) if known else ANONYMOUS,
-            priority_key=key in self._priority,
-            admin=key in self._admin or not self._admin,
-            cache_namespace=namespace_for(key, self.config.cache),
-        )
+        entry = self._lookup(key)
+        namespace = namespace_for(key, self.config.cache)
+        if entry is None:
+            return Caller(ANONYMOUS, admin=not self._any_admin, cache_namespace=namespace,
+                          limits=self.config.server.anonymous_limits)
+        return Caller(entry.name, entry.key_class, entry.ceiling, entry.admin or not self._any_admin, namespace,
+                      entry.limits)
 
-    def is_known(self, key: str) -> bool:
-        return key in self._known
+    def is_known(self, key: str | None) -> bool:
+        return self._lookup(key) is not None
+
+    def _lookup(self, key: str | None) -> _Key | None:
+        return self._keys.get(digest(key)) if key else None
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def key_name(key: str) -> str:
     """A stable name for an unnamed key, safe to show: a short digest, not the key."""
-    return "key-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+    return "key-" + digest(key)[:8]

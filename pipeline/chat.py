@@ -93,8 +93,8 @@ class ChatPipeline:
 
     def _priority(self, call: ChatCall) -> tuple[PriorityClass, float]:
         body = call.params
-        given = PriorityInput(call.hints.header, call.caller.priority_key, body.priority, call.hints.batch,
-                              body.requested_max_tokens, body.temperature)
+        given = PriorityInput(call.hints.header, call.caller.key_class, call.caller.ceiling, body.priority,
+                              call.hints.batch, body.requested_max_tokens, body.temperature)
         try:
             return resolve_priority(given, self.config.scheduler)
         except PriorityInputError as exc:

@@ -17,7 +17,8 @@ class PriorityInputError(ValueError):
 @dataclass(slots=True, frozen=True)
 class PriorityInput:
     header: str | None = None
-    priority_key: bool = False
+    key_class: PriorityClass | None = None  # the class the caller's key runs at
+    ceiling: PriorityClass | None = None  # the highest class the caller's key may ask for
     body: str | int | None = None
     batch: bool = False
     max_tokens: int | None = None
@@ -25,7 +26,8 @@ class PriorityInput:
 
 
 def resolve_priority(given: PriorityInput, config: SchedulerConfig) -> tuple[PriorityClass, float]:
-    """Strongest source first: batch mode, X-Priority header, priority key, body field, medium.
+    """Strongest source first: batch mode, X-Priority header, the key's class, body field, medium;
+    then no higher than the key's ceiling.
 
     A short deterministic request (max_tokens <= short_max_tokens at temperature 0) is raised by
     `short_bonus`, half a level by default, so scripts and CLI tools get low latency. Every value
@@ -37,12 +39,14 @@ def resolve_priority(given: PriorityInput, config: SchedulerConfig) -> tuple[Pri
         cls, score = PriorityClass.LOW, config.weights.low
     elif header is not None:
         cls, score = header, config.weights.of(header.value)
-    elif given.priority_key:
-        cls, score = PriorityClass.HIGH, config.weights.high
+    elif given.key_class is not None:
+        cls, score = given.key_class, config.weights.of(given.key_class.value)
     elif body is not None:
         cls, score = body
     else:
         cls, score = PriorityClass.MEDIUM, config.weights.medium
+    if given.ceiling is not None and cls.rank < given.ceiling.rank:
+        cls, score = given.ceiling, config.weights.of(given.ceiling.value)
     if _is_short_deterministic(given, config):
         score += config.short_bonus
     return cls, score

@@ -40,7 +40,7 @@ def load_config(
     for item in overrides:
         key, value = _split_override(item)
         _set_dotted(raw, key, value)
-    return build(raw)
+    return build(_with_key_file(raw))
 
 
 def build(data: Any) -> Config:
@@ -62,6 +62,8 @@ def one_line(error: Any) -> str:
         return f"{key}: unknown key; allowed: {', '.join(parent.model_fields)}"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         return f"{key or '(top level)'}: expected a mapping, got {value!r}"
+    if kind == "value_error":
+        return f"{key}: {error['msg'].removeprefix('Value error, ')}"
     if kind == "literal_error":
         return f"{key}: {value!r} is not allowed; allowed: {', '.join(map(str, get_args(annotation)))}"
     if annotation is bool:
@@ -100,6 +102,26 @@ def _range(info: Any) -> str:
     if lo is not None:
         return f" >= {lo}"
     return ""
+
+
+def _with_key_file(raw: dict) -> dict:
+    """`server.key_file` holds more named keys (a YAML list, or a mapping with `keys`), so secrets
+    can live apart from the main config, readable by the service alone."""
+    server = raw.get("server")
+    path = server.get("key_file") if isinstance(server, dict) else None
+    if not path:
+        return raw
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        data = yaml.safe_load(text) or []
+    except OSError as exc:
+        raise ConfigError(f"server.key_file {path}: cannot be read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"server.key_file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    keys = data.get("keys") if isinstance(data, dict) else data
+    if not isinstance(keys, list):
+        raise ConfigError(f"server.key_file {path}: expected a list of keys")
+    return _merge(raw, {"server": {"keys": [*(server.get("keys") or []), *keys]}})
 
 
 def _read_yaml(path: str | Path) -> dict:

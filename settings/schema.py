@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Le
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 
 def _as_list(value: Any) -> Any:
@@ -39,6 +39,39 @@ class PerClass(Section):
         return float(getattr(self, name))
 
 
+class Limits(Section):
+    """What one caller may use; None is no limit. Tokens are prompt plus completion."""
+
+    rpm: int | None = Field(None, ge=1)  # requests per minute
+    tpm: int | None = Field(None, ge=1)  # tokens per minute
+    max_parallel: int | None = Field(None, ge=1)  # running in the engine at once; more wait in the queue
+    max_queued: int | None = Field(None, ge=0)  # waiting at once
+    daily_tokens: int | None = Field(None, ge=1)  # per UTC day
+
+    def over(self, fallback: Limits) -> Limits:
+        """These limits, each unset one taken from `fallback`."""
+        return Limits(**{name: getattr(self, name) if getattr(self, name) is not None else getattr(fallback, name)
+                         for name in Limits.model_fields})
+
+
+class KeyConfig(Limits):
+    """One named key. `key_sha256` (hex) keeps the key itself out of the config."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+    key: str | None = Field(None, min_length=8)
+    key_sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$")
+    priority_class: Literal["high", "medium", "low"] = Field("medium", alias="class")
+    admin: bool = False
+
+    @model_validator(mode="after")
+    def _one_key(self) -> KeyConfig:
+        if (self.key is None) == (self.key_sha256 is None):
+            raise ValueError(f"key {self.name!r} needs exactly one of key and key_sha256")
+        return self
+
+
 class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -50,6 +83,10 @@ class ServerConfig(Section):
     default_max_tokens: int = Field(1024, ge=1)
     api_keys: StrList = Field(default_factory=list)
     admin_keys: StrList = Field(default_factory=list)
+    keys: list[KeyConfig] = Field(default_factory=list)  # named keys with a class and limits
+    key_file: str = ""  # a YAML list of more named keys, kept out of this file
+    default_limits: Limits = Field(default_factory=Limits)  # for a key's unset limits
+    anonymous_limits: Limits = Field(default_factory=Limits)  # for callers without a key (open server)
     cors_origins: StrList = Field(default_factory=list)  # origins other sites' pages may call from; []: none
     ui: bool = True
 

@@ -85,8 +85,8 @@ CFG = SchedulerConfig()
 @pytest.mark.parametrize("given, expected", [
     (PriorityInput(), (P.MEDIUM, 5.0)),
     (PriorityInput(header="HIGH"), (P.HIGH, 10.0)),
-    (PriorityInput(header="low", priority_key=True), (P.LOW, 1.0)),
-    (PriorityInput(priority_key=True, body="low"), (P.HIGH, 10.0)),
+    (PriorityInput(header="low", key_class=P.HIGH), (P.LOW, 1.0)),
+    (PriorityInput(key_class=P.HIGH, body="low"), (P.HIGH, 10.0)),
     (PriorityInput(body="low"), (P.LOW, 1.0)),
     (PriorityInput(body=7), (P.MEDIUM, 7.0)),
     (PriorityInput(body=10), (P.HIGH, 10.0)),
@@ -96,6 +96,11 @@ CFG = SchedulerConfig()
     (PriorityInput(max_tokens=65, temperature=0), (P.MEDIUM, 5.0)),
     (PriorityInput(max_tokens=10, temperature=0.2), (P.MEDIUM, 5.0)),
     (PriorityInput(max_tokens=10), (P.MEDIUM, 5.0)),
+    (PriorityInput(key_class=P.LOW, ceiling=P.LOW), (P.LOW, 1.0)),
+    (PriorityInput(header="high", key_class=P.LOW, ceiling=P.LOW), (P.LOW, 1.0)),
+    (PriorityInput(body=10, key_class=P.MEDIUM, ceiling=P.MEDIUM), (P.MEDIUM, 5.0)),
+    (PriorityInput(header="low", key_class=P.MEDIUM, ceiling=P.MEDIUM), (P.LOW, 1.0)),
+    (PriorityInput(header="high", key_class=P.MEDIUM, ceiling=P.MEDIUM, max_tokens=8, temperature=0), (P.MEDIUM, 7.5)),
 ])
 def test_priority_sources_in_order(given, expected):
     assert resolve_priority(given, CFG) == expected
@@ -128,6 +133,6 @@ def test_admission_rounds_costs_up_to_whole_kv_blocks():
 
 def test_overridden_priority_values_are_still_validated():
     with pytest.raises(PriorityInputError):
-        resolve_priority(PriorityInput(priority_key=True, body=99), CFG)
+        resolve_priority(PriorityInput(key_class=P.HIGH, body=99), CFG)
     with pytest.raises(PriorityInputError):
         resolve_priority(PriorityInput(header="urgent", batch=True), CFG)
