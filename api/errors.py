@@ -21,12 +21,11 @@ _TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permi
 
 
 class APIError(Refusal):
-    """A refusal only HTTP can make (a bad body, a wrong method), with extra headers."""
+    """A refusal only HTTP can make (a bad body, a wrong method)."""
 
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  headers: dict[str, str] | None = None) -> None:
-        super().__init__(status, message, param=param, code=code)
-        self.headers = headers or {}
+        super().__init__(status, message, param=param, code=code, headers=headers)
 
 
 def error_body(refusal: Refusal) -> dict:
@@ -35,7 +34,7 @@ def error_body(refusal: Refusal) -> dict:
 
 
 def error_response(refusal: Refusal, headers: dict[str, str] | None = None) -> JSONResponse:
-    extra = dict(getattr(refusal, "headers", {}))
+    extra = dict(refusal.headers)
     if refusal.retry_after_s is not None:
         extra["Retry-After"] = str(refusal.retry_after_s)
     return JSONResponse(error_body(refusal), status_code=refusal.status, headers={**extra, **(headers or {})})

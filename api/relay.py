@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
     headers = {"X-Request-ID": run.request_id, "X-Queue-Wait-Ms": f"{wait_s * 1000:.0f}",
-               "X-Priority": run.priority.value, "X-Cache": run.cache_status}
+               "X-Priority": run.priority.value, "X-Cache": run.cache_status, **run.rate_headers}
     if run.reasoning_effort is not None:
         headers["X-Reasoning-Effort"] = run.reasoning_effort
     return headers

@@ -18,7 +18,9 @@ from pipeline.caller import Caller
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, Usage
 from pipeline.params import ChatCompletionRequest
 from pipeline.prepare import check_model, max_tokens_param, prepare_generation
+from pipeline.rate_limit import RateLimiter
 from pipeline.refusal import Refusal
+from pipeline.usage import UsageLedger, UsageTotals
 from scheduler.loop import Scheduler
 from scheduler.outcome import Outcome
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
@@ -53,18 +55,29 @@ class ChatCall:
 
 
 class ChatPipeline:
-    def __init__(self, config: Config, engine: EngineBackend, scheduler: Scheduler, cache: CachePath) -> None:
+    def __init__(self, config: Config, engine: EngineBackend, scheduler: Scheduler, cache: CachePath,
+                 limiter: RateLimiter | None = None, usage: UsageLedger | None = None) -> None:
         self.config = config
         self.engine = engine
         self.scheduler = scheduler
         self.cache = cache
+        self.limiter = limiter or RateLimiter()
+        self.usage = usage or UsageLedger()
         self.abandoned: Counter[str] = Counter()  # calls whose client left before the queue had them, by stage
 
     async def start(self, call: ChatCall) -> ChatRun:
         """Everything that can refuse before any answer exists; raises Refusal."""
+        try:
+            return await self._start(call)
+        except Refusal:
+            self.usage.record(call.caller.name, UsageTotals(requests=1, rejections=1))
+            raise
+
+    async def _start(self, call: ChatCall) -> ChatRun:
         body = call.params
         priority, score = self._priority(call)
         check_model(self.engine, body)
+        self.limiter.admit_request(call.caller)
         request_id = call.request_id or f"chatcmpl-{uuid.uuid4().hex}"
         plan = self.cache.plan(self.engine.capabilities.model, body, call.caller.cache_namespace, call.cache_control)
         try:
@@ -79,6 +92,7 @@ class ChatPipeline:
             except BaseException:
                 run.release()
                 raise
+        run.rate_headers = self.limiter.headers(call.caller)
         return run
 
     async def run(self, call: ChatCall) -> AsyncIterator[Event]:
@@ -102,13 +116,20 @@ class ChatPipeline:
 
     def _submit(self, call: ChatCall, request_id: str, priority: PriorityClass, score: float) -> Ticket:
         prompt, params = prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
+        caller = call.caller
+        self.limiter.check_tokens(caller, prompt.num_tokens)
         request = Request(request_id=request_id, priority=priority, score=score, prompt=prompt, params=params,
-                          caller=call.caller.name)
+                          caller=caller.name, max_parallel=caller.limits.max_parallel,
+                          max_queued=caller.limits.max_queued)
         try:
-            return self.scheduler.submit(request)
+            ticket = self.scheduler.submit(request)
         except SchedulerError as exc:
             param = max_tokens_param(call.params) if exc.kind is Outcome.TOO_LARGE else None
-            raise Refusal.from_scheduler(exc, param) from None
+            refusal = Refusal.from_scheduler(exc, param)
+            refusal.headers = self.limiter.headers(caller)
+            raise refusal from None
+        self.limiter.spend(caller, prompt.num_tokens)
+        return ticket
 
 
 class ChatRun:
@@ -125,6 +146,10 @@ class ChatRun:
         self.hit = hit
         self.ticket: Ticket | None = None
         self.started = time.monotonic()
+        self.rate_headers: dict[str, str] = {}
+        self.completion_tokens = 0
+        self.queue_wait_s = 0.0
+        self.refused = False
         self._released = False
 
     @property
@@ -152,9 +177,16 @@ class ChatRun:
                     yield event
                 return
             async for event in self._from_ticket():
+                self._account(event)
                 yield event
         finally:
             self.release()
+
+    def _account(self, event: Event) -> None:
+        if isinstance(event, Started):
+            self.queue_wait_s = event.queue_wait_s
+        elif isinstance(event, Refused):
+            self.refused = True
 
     def release(self) -> None:
         if self._released:
@@ -163,7 +195,12 @@ class ChatRun:
         if self.ticket is not None:
             self.ticket.close()
             self.pipeline.scheduler.cancel(self.request_id)
+            self.pipeline.limiter.spend(self.call.caller, self.completion_tokens)
         self.pipeline.cache.release(self.plan)
+        served = self.ticket is not None
+        self.pipeline.usage.record(self.call.caller.name, UsageTotals(
+            requests=1, prompt_tokens=self.prompt_tokens if served else 0, completion_tokens=self.completion_tokens,
+            cache_hits=int(self.hit is not None), rejections=int(self.refused), queue_wait_s=self.queue_wait_s))
 
     async def _from_ticket(self) -> AsyncIterator[Event]:
         ticket, scheduler = self.ticket, self.pipeline.scheduler
@@ -192,6 +229,7 @@ class ChatRun:
                     return
                 first_token_at = first_token_at or time.monotonic()
                 text, tokens = text + event.text, tokens + event.num_tokens
+                self.completion_tokens = tokens
                 reasoning, reasoning_tokens = reasoning + event.reasoning, reasoning_tokens + event.reasoning_tokens
                 cached_tokens = max(cached_tokens, event.cached_tokens)
                 if event.reasoning:

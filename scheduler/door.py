@@ -7,6 +7,8 @@ Pure: it reads the queue and the estimates and returns a decision.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from scheduler.admission import AdmissionController
 from scheduler.outcome import Outcome
 from scheduler.estimate import ArrivalRates, DrainEstimator, retry_after
@@ -15,10 +17,11 @@ from scheduler.request import PriorityClass, Request, SchedulerError
 
 
 def predicted_wait_s(request: Request, queue: PriorityQueue, admission: AdmissionController,
-                     drain: DrainEstimator, arrivals: ArrivalRates, limit_s: float) -> float | None:
+                     drain: DrainEstimator, arrivals: ArrivalRates, limit_s: float,
+                     count_ahead: Callable[[], int]) -> float | None:
     """Seconds until `request` would start: 0 when it fits now, None before anything has finished.
-    Counting who is ahead scans the queue, so it happens only when waiting behind everyone would
-    break the limit."""
+    Counting who is ahead (`count_ahead`) scans the queue, so it happens only when waiting behind
+    everyone would break the limit."""
     if not queue and admission.fits(request):
         return 0.0
     jumpers = arrivals.above(request.priority, request.arrival)
@@ -26,7 +29,7 @@ def predicted_wait_s(request: Request, queue: PriorityQueue, admission: Admissio
     worst = drain.wait_s(len(queue) + 1, slots, jumpers)
     if worst is None or worst <= limit_s:
         return worst
-    return drain.wait_s(queue.count_ahead_of_new(request.score, request.arrival) + 1, slots, jumpers)
+    return drain.wait_s(count_ahead() + 1, slots, jumpers)
 
 
 def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> SchedulerError | None:

@@ -16,7 +16,9 @@ from engine.base import EngineBackend, EngineError
 from scheduler.admission import AdmissionController
 from scheduler.door import predicted_wait_s, queue_room, wait_refusal
 from scheduler.estimate import ArrivalRates, DrainEstimator
+from scheduler.caller_share import CallerShare
 from scheduler.events import Listener, QueueEvent
+from scheduler.fair_share import VirtualTokenCounter
 from scheduler.limit import ConcurrencyLimit
 from scheduler.outcome import Outcome
 from scheduler.pace import TokenPace
@@ -47,6 +49,8 @@ class Scheduler:
         self.drain = DrainEstimator()
         self.arrivals = ArrivalRates()
         self.pace = TokenPace()
+        fair = config.fair_share
+        self.share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
         self.closed = False
         self._tickets: dict[str, Ticket] = {}
         self._tasks: dict[str, asyncio.Task] = {}
@@ -93,11 +97,26 @@ class Scheduler:
             raise
         ticket = Ticket(request)
         self._tickets[request.request_id] = ticket
+        self.share.joining(request, self.queue)
         self.queue.push(request)
         log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
                   request.priority.value, request.score, len(self.queue))
         self._dispatch()
+        self._check_queued_limit(request)
         return ticket
+
+    def _check_queued_limit(self, request: Request) -> None:
+        """A caller's `max_queued` counts what still waits once the queue has run what it can."""
+        waiting = self.queue.waiting_of(request.caller)
+        if request.max_queued is None or request.request_id not in self.queue or waiting <= request.max_queued:
+            return
+        self.queue.remove(request.request_id)
+        self._tickets.pop(request.request_id)
+        self._emit(QueueEvent("rejected", request.priority, Outcome.RATE_LIMITED, caller=request.caller))
+        log.info("reject id=%s caller=%s class=%s reason=max_queued", request.request_id, request.caller,
+                 request.priority.value)
+        raise SchedulerError(Outcome.RATE_LIMITED, f"rate limit reached for {request.caller}: at most "
+                             f"{request.max_queued} requests waiting at once", self.retry_after_s(request.priority))
 
     def _set_upper(self) -> None:
         """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""
@@ -130,7 +149,8 @@ class Scheduler:
 
     def _check_door(self, request: Request) -> None:
         limit = self.max_wait_s(request.priority)
-        wait = predicted_wait_s(request, self.queue, self.admission, self.drain, self.arrivals, limit)
+        wait = predicted_wait_s(request, self.queue, self.admission, self.drain, self.arrivals, limit,
+                                lambda: self.share.ahead_of_new(request, self.queue))
         refusal = wait_refusal(request, wait, limit)
         if refusal is not None:
             log.info("reject id=%s caller=%s class=%s reason=wait_limit predicted_wait=%.1fs", request.request_id,
@@ -152,9 +172,9 @@ class Scheduler:
                                           "this request's place; retry later", retry))
 
     def _dispatch(self) -> None:
-        while not self.closed and (head := self.queue.peek()) is not None:
+        while not self.closed and (head := self.share.next_up(self.queue)) is not None:
             if self.admission.fits(head):
-                self.queue.pop()
+                self.queue.remove(head.request_id)
                 self._start(head)
             elif (high := self._high_behind(head)) is not None:
                 self.queue.remove(high.request_id)
@@ -165,7 +185,9 @@ class Scheduler:
     def _high_behind(self, head: Request) -> Request | None:
         """When the head must wait, the oldest high request, if the slots kept for high let it run."""
         high = self.queue.oldest(PriorityClass.HIGH)
-        return high if high is not None and high is not head and self.admission.fits(high) else None
+        if high is None or high is head or not self.share.may_run(high):
+            return None
+        return high if self.admission.fits(high) else None
 
     def _start(self, request: Request) -> None:
         now = self.clock()
@@ -173,6 +195,7 @@ class Scheduler:
         request.state, request.dispatched_at = RequestState.RUNNING, now
         request.params.priority = request.priority.rank
         self.admission.admit(request)
+        self.share.started(request)
         self._recent_waits.append((now, wait))
         ticket = self._tickets[request.request_id]
         ticket.events.put_nowait(Dispatched(wait))
@@ -196,6 +219,7 @@ class Scheduler:
                                           elapsed_s=now - request.arrival))
                 else:
                     self.pace.record(now - last, delta.num_tokens, self.admission.running)
+                self.share.served(request.caller, output_tokens=delta.num_tokens)
                 last = now
         except asyncio.CancelledError:
             outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
@@ -211,7 +235,7 @@ class Scheduler:
             ticket.events.put_nowait(SchedulerError(outcome, "the engine failed this request"))
         finally:
             self._tasks.pop(request.request_id, None)
-            self.admission.release(request.request_id)
+            self._release(request)
             self.drain.record(self.clock() - (request.dispatched_at or request.arrival))
             self._finish(request, outcome)
             self._dispatch()
@@ -222,11 +246,18 @@ class Scheduler:
         if self._tasks.get(request.request_id) is not task:
             return  # `_run` ran and cleaned up
         self._tasks.pop(request.request_id)
-        self.admission.release(request.request_id)
+        self._release(request)
         outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
         ticket.events.put_nowait(SchedulerError(outcome, "the request was cancelled"))
         self._finish(request, outcome)
         self._dispatch()
+
+    def _release(self, request: Request) -> None:
+        self.admission.release(request.request_id)
+        self.share.ended(request)
+
+    def position(self, request_id: str) -> int | None:
+        return self.share.position(self.queue, request_id)
 
     def _fail(self, request: Request, error: SchedulerError) -> None:
         ticket = self._tickets.get(request.request_id)

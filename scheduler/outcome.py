@@ -13,6 +13,7 @@ class Outcome(str, Enum):
     WAIT_LIMIT = "wait_limit"
     TOO_LARGE = "too_large"
     DUPLICATE_ID = "duplicate_id"
+    RATE_LIMITED = "rate_limited"  # the caller's own limits
     # ended while queued or running
     DISPLACED = "displaced"
     TIMEOUT = "timeout"

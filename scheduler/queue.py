@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Callable, Iterator
 
 from scheduler.request import PriorityClass, Request
@@ -22,6 +22,7 @@ class PriorityQueue:
         self._order = itertools.count()
         self._members: dict[str, Request] = {}
         self._by_class: dict[PriorityClass, OrderedDict[str, Request]] = {c: OrderedDict() for c in PriorityClass}
+        self._by_caller: Counter[str] = Counter()
         self._version = 0
         self._ranked: list[Request] = []
         self._ranked_version = -1
@@ -46,6 +47,7 @@ class PriorityQueue:
         heapq.heappush(self._heap, (-self.key(request), next(self._order), request))
         self._members[request.request_id] = request
         self._by_class[request.priority][request.request_id] = request
+        self._by_caller[request.caller] += 1
         self._version += 1
 
     def peek(self) -> Request | None:
@@ -70,6 +72,17 @@ class PriorityQueue:
 
     def count(self, priority: PriorityClass) -> int:
         return len(self._by_class[priority])
+
+    def members(self, priority: PriorityClass) -> list[Request]:
+        """A class's waiters, oldest first."""
+        return list(self._by_class[priority].values())
+
+    def waiting_of(self, caller: str) -> int:
+        return self._by_caller[caller]
+
+    def callers(self) -> list[str]:
+        """Callers with a request waiting."""
+        return list(self._by_caller)
 
     def oldest(self, priority: PriorityClass) -> Request | None:
         members = self._by_class[priority]
@@ -113,6 +126,9 @@ class PriorityQueue:
     def _forget(self, request: Request) -> None:
         del self._members[request.request_id]
         del self._by_class[request.priority][request.request_id]
+        self._by_caller[request.caller] -= 1
+        if not self._by_caller[request.caller]:
+            del self._by_caller[request.caller]
         self._version += 1
 
     def _drop_stale_top(self) -> None:

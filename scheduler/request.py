@@ -38,6 +38,8 @@ class Request:
     prompt: Prompt
     params: GenParams
     caller: str = "anonymous"  # a name for logs and status, never a key
+    max_parallel: int | None = None  # the caller's running limit: more of its requests wait
+    max_queued: int | None = None  # how many of the caller's requests may wait
     arrival: float = 0.0
     state: RequestState = RequestState.QUEUED
     dispatched_at: float | None = None

@@ -44,7 +44,7 @@ def request_status(s: Scheduler, request_id: str) -> dict:
         return {"request_id": request_id, "state": "finished", **info}
     request = ticket.request
     if request.state is RequestState.QUEUED:
-        position = s.queue.position(request_id) or 0
+        position = s.position(request_id) or 0
         return {
             "request_id": request_id,
             "state": "queued",

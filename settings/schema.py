@@ -158,6 +158,14 @@ class LimitConfig(Section):
     high_reserve: float = Field(0.1, ge=0.0, le=0.9)
 
 
+class FairShareConfig(Section):
+    """Inside a class, the least-served caller goes next (service = weighted tokens)."""
+
+    enabled: bool = True
+    input_weight: float = Field(1.0, ge=0.0)
+    output_weight: float = Field(2.0, ge=0.0)
+
+
 class SchedulerConfig(Section):
     max_concurrency: int = Field(0, ge=0, le=4096)
     max_queue_size: int = Field(256, ge=1, le=1_000_000)
@@ -170,6 +178,7 @@ class SchedulerConfig(Section):
     pressure: PressureConfig = Field(default_factory=PressureConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
     limit: LimitConfig = Field(default_factory=LimitConfig)
+    fair_share: FairShareConfig = Field(default_factory=FairShareConfig)
 
 
 class CacheConfig(Section):

@@ -1,0 +1,64 @@
+"""Each caller's share of the engine: its running limit (`max_parallel`; more of its requests
+wait) and, with fair share on, whose request of a class goes next. Pure: it reads the queue and
+keeps per-caller counts; the loop calls it as requests arrive, start, produce and end."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from scheduler.fair_share import VirtualTokenCounter
+from scheduler.queue import PriorityQueue
+from scheduler.request import Request
+
+
+class CallerShare:
+    def __init__(self, fair: VirtualTokenCounter | None) -> None:
+        self.fair = fair
+        self.running_of: Counter[str] = Counter()
+
+    def joining(self, request: Request, queue: PriorityQueue) -> None:
+        """Before `request` is queued: a caller with nothing waiting starts level with the others."""
+        if self.fair is not None and not queue.waiting_of(request.caller):
+            self.fair.arrive(request.caller, queue.callers() or list(self.running_of))
+
+    def next_up(self, queue: PriorityQueue) -> Request | None:
+        """The queue's head, skipping callers at their running limit; with fair share, the
+        least-served caller's request of the head's class."""
+        head = queue.peek()
+        if head is not None and not self.may_run(head):
+            head = next((r for r in queue.ranked() if self.may_run(r)), None)
+        if head is None or self.fair is None:
+            return head
+        members = (r for r in queue.members(head.priority) if self.may_run(r))
+        return self.fair.pick(members, queue.key) or head
+
+    def may_run(self, request: Request) -> bool:
+        return request.max_parallel is None or self.running_of[request.caller] < request.max_parallel
+
+    def started(self, request: Request) -> None:
+        self.running_of[request.caller] += 1
+        self.served(request.caller, prompt_tokens=request.prompt.num_tokens)
+
+    def served(self, caller: str, prompt_tokens: int = 0, output_tokens: int = 0) -> None:
+        if self.fair is not None:
+            self.fair.charge(caller, prompt_tokens, output_tokens)
+
+    def ended(self, request: Request) -> None:
+        self.running_of[request.caller] -= 1
+        if self.running_of[request.caller] <= 0:
+            del self.running_of[request.caller]
+
+    def position(self, queue: PriorityQueue, request_id: str) -> int | None:
+        """1-based place in the order requests will start."""
+        if self.fair is None:
+            return queue.position(request_id)
+        ranked = self.fair.ranking(queue.ranked())
+        return next((i for i, r in enumerate(ranked, start=1) if r.request_id == request_id), None)
+
+    def ahead_of_new(self, request: Request, queue: PriorityQueue) -> int:
+        """Waiters a newcomer would wait behind: the queue's count, its own class counted fairly."""
+        ahead = queue.count_ahead_of_new(request.score, request.arrival)
+        if self.fair is None:
+            return ahead
+        members = queue.members(request.priority)
+        return ahead - len(members) + self.fair.ahead_in_class(request.caller, members)
