@@ -12,7 +12,9 @@ from fastapi.responses import JSONResponse, Response
 from api.auth import identify
 from api.chat import create_chat_completion
 from api.errors import APIError
-from pipeline.caller import ANONYMOUS
+from pipeline.accounts import accounts
+from pipeline.caller import ANONYMOUS, Caller
+from pipeline.usage import RETENTION_S
 from scheduler.snapshot import snapshot
 from scheduler.status import overall_status, request_status
 from wiring import Services
@@ -75,12 +77,33 @@ async def cache_stats(request: Request) -> dict:
 @router.delete("/v1/cache")
 async def clear_cache(request: Request) -> dict:
     services = _services(request)
-    caller = identify(request)
-    if not caller.admin:
-        status = 401 if caller.name == ANONYMOUS else 403  # 403: known, but not an admin
-        raise APIError(status, "clearing the cache needs an admin key", code="admin_key_required")
+    _require_admin(identify(request), "clearing the cache")
     removed = await services.cache.clear() if services.cache is not None else 0
     return {"object": "cache.cleared", "removed": removed}
+
+
+@router.get("/v1/usage")
+async def usage(request: Request, start_time: float | None = None, end_time: float | None = None,
+                caller: str | None = None) -> dict:
+    """Per caller: a key sees its own, an admin everyone's; the window is unix seconds, the last
+    24 hours by default."""
+    services = _services(request)
+    viewer = identify(request)
+    end = time.time() if end_time is None else end_time
+    start = end - 86_400 if start_time is None else start_time
+    if not 0 <= start < end:
+        raise APIError(400, "start_time must be before end_time (unix seconds)", param="start_time",
+                       code="invalid_value")
+    pipeline = services.pipeline
+    rows = accounts(services.keyring, pipeline.usage, pipeline.limiter, viewer, start, end, caller)
+    return {"object": "usage", "start_time": int(start), "end_time": int(end), "retention_s": RETENTION_S,
+            "data": [row.as_dict() for row in rows]}
+
+
+def _require_admin(caller: Caller, what: str) -> None:
+    if not caller.admin:
+        status = 401 if caller.name == ANONYMOUS else 403  # 403: known, but not an admin
+        raise APIError(status, f"{what} needs an admin key", code="admin_key_required")
 
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]

@@ -10,6 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from cache.store import ResponseCache
 from monitor.gpu import GpuMonitor
+from pipeline.usage import UsageLedger
 from scheduler.events import QueueEvent
 from scheduler.loop import Scheduler
 from scheduler.outcome import Outcome
@@ -21,7 +22,7 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 class Metrics:
     def __init__(self, scheduler: Scheduler, cache: ResponseCache | None, gpu: GpuMonitor | None,
-                 abandoned: Mapping[str, int]) -> None:
+                 abandoned: Mapping[str, int], usage: UsageLedger) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.admitted = Counter("gptoss_requests_admitted", "Requests admitted into the engine", ["priority"], registry=r)
@@ -42,6 +43,7 @@ class Metrics:
         self.e2e = Histogram("gptoss_request_duration_seconds", "Time from arrival to the last token of a "
                              "completed request", ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
         r.register(_LiveState(scheduler, cache, gpu, abandoned))
+        r.register(_CallerUsage(usage))
         scheduler.listeners.append(self.on_event)
 
     def on_event(self, event: QueueEvent) -> None:
@@ -129,3 +131,34 @@ class _LiveState:
         yield total
         yield CounterMetricFamily("gptoss_memory_guard_switches", "Times the memory guard paused or resumed",
                                   gpu.guard.switches)
+
+
+class _CallerUsage:
+    """Per caller, labelled by name (never a key): the configured names, `anonymous` and the
+    shorthand keys' digests bound the label set."""
+
+    def __init__(self, usage: UsageLedger) -> None:
+        self.usage = usage
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        families = {
+            "requests": CounterMetricFamily("gptoss_caller_requests", "Chat calls per caller", labels=["caller"]),
+            "cache_hits": CounterMetricFamily("gptoss_caller_cache_hits", "Calls answered from the cache",
+                                              labels=["caller"]),
+            "rejections": CounterMetricFamily("gptoss_caller_rejections", "Calls answered with an error",
+                                              labels=["caller"]),
+            "queue_wait_s": CounterMetricFamily("gptoss_caller_queue_wait_seconds", "Time spent waiting in the "
+                                                "queue", labels=["caller"]),
+        }
+        tokens = CounterMetricFamily("gptoss_caller_tokens", "Tokens the engine served per caller",
+                                     labels=["caller", "kind"])
+        for name, totals in sorted(self.usage.lifetime.items()):
+            for field, family in families.items():
+                family.add_metric([name], getattr(totals, field))
+            tokens.add_metric([name, "prompt"], totals.prompt_tokens)
+            tokens.add_metric([name, "completion"], totals.completion_tokens)
+        yield from families.values()
+        yield tokens

@@ -63,8 +63,10 @@ class Keyring:
     def any_keys(self) -> bool:
         return bool(self._keys)
 
-    def names(self) -> list[str]:
-        return sorted({k.name for k in self._keys.values()} | {ANONYMOUS})
+    def limits_by_name(self) -> dict[str, Limits]:
+        """Every configured caller's limits, anonymous included."""
+        out = {k.name: k.limits for k in self._keys.values()}
+        return {ANONYMOUS: self.config.server.anonymous_limits, **dict(sorted(out.items()))}
 
     def identify(self, bearer: str | None, token: str | None = None) -> Caller:
         """Keys come as a bearer key or a `token`. With keys required, every call needs a known

@@ -107,8 +107,9 @@ class RateLimiter:
                 out[f"x-ratelimit-reset-{kind}"] = duration(window.reset_s(now))
         return out
 
-    def day_tokens(self, caller: Caller) -> int:
-        account = self._accounts.get(caller.name)
+    def day_tokens(self, name: str) -> int:
+        """Tokens spent today (UTC), against the daily quota."""
+        account = self._accounts.get(name)
         if account is None:
             return 0
         self._roll_day(account, self.clock())

@@ -69,6 +69,8 @@ class KeyConfig(Limits):
     def _one_key(self) -> KeyConfig:
         if (self.key is None) == (self.key_sha256 is None):
             raise ValueError(f"key {self.name!r} needs exactly one of key and key_sha256")
+        if self.name == "anonymous":
+            raise ValueError("the name 'anonymous' is kept for callers without a key")
         return self
 
 
@@ -89,6 +91,13 @@ class ServerConfig(Section):
     anonymous_limits: Limits = Field(default_factory=Limits)  # for callers without a key (open server)
     cors_origins: StrList = Field(default_factory=list)  # origins other sites' pages may call from; []: none
     ui: bool = True
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ServerConfig:
+        names = [k.name for k in self.keys]
+        if len(set(names)) != len(names):
+            raise ValueError(f"key names must be unique; repeated: {sorted({n for n in names if names.count(n) > 1})}")
+        return self
 
 
 class SimConfig(Section):

@@ -13,14 +13,17 @@ WEIGHTS = {PriorityClass.HIGH: 10.0, PriorityClass.MEDIUM: 5.0, PriorityClass.LO
 
 
 def make_request(cls: PriorityClass = PriorityClass.MEDIUM, arrival: float = 0.0, score: float | None = None,
-                 prompt_tokens: int = 10, max_tokens: int = 10, request_id: str | None = None) -> Request:
+                 prompt_tokens: int = 10, max_tokens: int = 10, request_id: str | None = None,
+                 caller: str = "anonymous", **extra) -> Request:
     return Request(
         request_id=request_id or f"r{next(_ids)}",
+        caller=caller,
         priority=cls,
         score=WEIGHTS[cls] if score is None else score,
         prompt=Prompt(prompt_tokens),
         params=GenParams(max_tokens=max_tokens),
         arrival=arrival,
+        **extra,
     )
 
 

@@ -1,0 +1,113 @@
+"""Fair share inside a class, as a pure policy: the Virtual Token Counter's choices on synthetic
+queues, and each caller's running limit."""
+
+from __future__ import annotations
+
+from scheduler.caller_share import CallerShare
+from scheduler.fair_share import VirtualTokenCounter
+from scheduler.queue import PriorityQueue
+from scheduler.request import PriorityClass as P
+from tests.scheduler.factory import make_request
+
+
+def queue_of(*requests) -> PriorityQueue:
+    queue = PriorityQueue(aging_per_s=0.25)
+    for request in requests:
+        queue.push(request)
+    return queue
+
+
+def drain_order(share: CallerShare, queue: PriorityQueue, output_tokens: int = 10) -> list[str]:
+    """Run the queue one request at a time, each served in full before the next starts."""
+    order = []
+    while (request := share.next_up(queue)) is not None:
+        queue.remove(request.request_id)
+        share.started(request)
+        share.served(request.caller, output_tokens=output_tokens)
+        share.ended(request)
+        order.append(request.caller)
+    return order
+
+
+def test_the_least_served_caller_goes_next_within_a_class():
+    vtc = VirtualTokenCounter(input_weight=1, output_weight=2)
+    vtc.charge("alice", prompt_tokens=100, output_tokens=100)  # 300
+    vtc.charge("bob", prompt_tokens=10)  # 10
+    queue = queue_of(make_request(arrival=0, caller="alice"), make_request(arrival=1, caller="bob"))
+    assert vtc.pick(queue.members(P.MEDIUM), queue.key).caller == "bob"
+    assert vtc.of("alice") == 300 and vtc.of("bob") == 10
+
+
+def test_a_flood_of_one_caller_is_interleaved_with_the_others():
+    share = CallerShare(VirtualTokenCounter())
+    flood = [make_request(arrival=i, caller="alice") for i in range(6)]
+    light = [make_request(arrival=10 + i, caller="bob") for i in range(2)]
+    queue = PriorityQueue(aging_per_s=0.25)
+    for request in flood + light:
+        share.joining(request, queue)
+        queue.push(request)
+    assert drain_order(share, queue) == ["alice", "bob", "alice", "bob", "alice", "alice", "alice", "alice"]
+
+
+def test_fcfs_within_the_class_without_fair_share():
+    share = CallerShare(None)
+    queue = queue_of(*[make_request(arrival=i, caller="alice") for i in range(3)], make_request(arrival=9, caller="bob"))
+    assert drain_order(share, queue) == ["alice", "alice", "alice", "bob"]
+
+
+def test_the_class_order_and_aging_are_unchanged():
+    vtc = VirtualTokenCounter()
+    vtc.charge("alice", output_tokens=1000)
+    share = CallerShare(vtc)
+    low = make_request(P.LOW, arrival=0, caller="bob")
+    high = make_request(P.HIGH, arrival=0, caller="alice")
+    assert share.next_up(queue_of(low, high)) is high  # the least served waits for a higher class
+    aged = make_request(P.LOW, arrival=-100, caller="bob")  # aged past a fresh high
+    assert share.next_up(queue_of(aged, high)) is aged
+
+
+def test_a_returning_caller_is_lifted_to_the_least_served_waiter():
+    vtc = VirtualTokenCounter()
+    vtc.charge("alice", output_tokens=500)  # 1000
+    vtc.charge("carol", output_tokens=400)  # 800
+    vtc.arrive("bob", waiting=["alice", "carol"])
+    assert vtc.of("bob") == 800  # no credit banked while idle
+    vtc.arrive("alice", waiting=["carol", "bob"])
+    assert vtc.of("alice") == 1000  # never lowered
+
+
+def test_within_a_caller_its_best_request_goes_first():
+    share = CallerShare(VirtualTokenCounter())
+    plain = make_request(arrival=0, caller="alice")
+    short = make_request(arrival=1, caller="alice", score=7.5)  # the short-request bonus
+    assert share.next_up(queue_of(plain, short)) is short
+
+
+def test_a_caller_at_its_running_limit_is_skipped_not_blocking():
+    share = CallerShare(VirtualTokenCounter())
+    running = make_request(caller="alice", max_parallel=1)
+    share.started(running)
+    waiting = make_request(P.HIGH, arrival=0, caller="alice", max_parallel=1)
+    other = make_request(P.LOW, arrival=5, caller="bob")
+    queue = queue_of(waiting, other)
+    assert share.next_up(queue) is other
+    share.ended(running)
+    assert share.next_up(queue) is waiting
+
+
+def test_positions_follow_the_fair_order():
+    vtc = VirtualTokenCounter()
+    share = CallerShare(vtc)
+    requests = [make_request(arrival=i, caller="alice") for i in range(4)] + [make_request(arrival=9, caller="bob")]
+    vtc.charge("alice", output_tokens=50)
+    queue = queue_of(*requests)
+    assert share.position(queue, requests[-1].request_id) == 1
+    assert [share.position(queue, r.request_id) for r in requests[:4]] == [2, 3, 4, 5]
+    assert CallerShare(None).position(queue, requests[-1].request_id) == 5
+
+
+def test_a_newcomer_counts_the_rounds_ahead_of_it():
+    vtc = VirtualTokenCounter()
+    members = [make_request(caller="alice") for _ in range(10)] + [make_request(caller="bob")]
+    assert vtc.ahead_in_class("carol", members) == 2  # one of alice's, one of bob's
+    assert vtc.ahead_in_class("bob", members) == 1 + 2  # its own, then a round of alice's
