@@ -34,6 +34,7 @@ class LiveServer:
     services: Services
     server: uvicorn.Server
     clients: list[openai.OpenAI] = field(default_factory=list)
+    status_key: str | None = None  # sent with status() where keys are required
 
     @property
     def base_url(self) -> str:
@@ -50,7 +51,8 @@ class LiveServer:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)
 
     def status(self, **params) -> dict:
-        return httpx.get(self.url + "/v1/queue/status", params=params, timeout=10).json()
+        headers = {"Authorization": f"Bearer {self.status_key}"} if self.status_key else {}
+        return httpx.get(self.url + "/v1/queue/status", params=params, headers=headers, timeout=10).json()
 
     def wait_for(self, predicate: Callable[[dict], bool], timeout: float = 10.0) -> dict:
         deadline = time.monotonic() + timeout
