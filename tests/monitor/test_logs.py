@@ -129,3 +129,27 @@ def test_a_real_server_never_writes_the_priority_key(tmp_path):
     assert SECRET not in out
     assert "/v1/chat/completions?token=*** HTTP/1.1" in out  # uvicorn's access line, masked
     assert "Traceback" not in out and "Logging error" not in out
+
+
+def test_a_named_key_from_a_key_file_is_logged_by_its_name_only(tmp_path):
+    secret, log_file, port = "sk-named-5ecret-77", tmp_path / "x.log", free_port()
+    key_file = tmp_path / "keys.yaml"
+    key_file.write_text(f"- {{name: alice, key: {secret}, class: high}}\n")
+    proc = start("--engine", "sim", "--port", str(port), "--set", f"logging.file={log_file}",
+                 "--set", "monitor.gpu=false", "--set", "cache.enabled=false", "--set", f"server.key_file={key_file}")
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        assert httpx.get(f"{url}/v1/models", timeout=10).status_code == 401  # named keys: a key is required
+        response = chat(url, max_tokens=2, headers={"Authorization": f"Bearer {secret}"})
+        assert response.status_code == 200 and response.headers["x-priority"] == "high"
+        assert httpx.get(f"{url}/v1/models?token={secret}", timeout=10).status_code == 200
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        if proc.stdout and not proc.stdout.closed:
+            proc.stdout.close()
+    written = log_file.read_text()
+    assert "caller=alice" in written
+    assert secret not in written and secret not in out

@@ -55,3 +55,35 @@ def test_bad_files_and_presets(tmp_path):
     broken.write_text("server: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(broken)
+
+
+def test_named_keys_inline_and_from_a_key_file(tmp_path):
+    key_file = tmp_path / "keys.yaml"
+    key_file.write_text("keys:\n  - {name: ci, key_sha256: " + "ab" * 32 + ", class: low, daily_tokens: 2000000}\n")
+    cfg = load_config(None, overrides=[
+        "server.keys=[{name: alice, key: sk-alice-123, class: medium, rpm: 60, tpm: 40000, max_parallel: 4}]",
+        f"server.key_file={key_file}", "server.default_limits.rpm=10"])
+    alice, ci = cfg.server.keys
+    assert (alice.name, alice.priority_class, alice.rpm, alice.max_parallel) == ("alice", "medium", 60, 4)
+    assert (ci.name, ci.priority_class, ci.daily_tokens, ci.key) == ("ci", "low", 2_000_000, None)
+    assert ci.over(cfg.server.default_limits).rpm == 10 and alice.over(cfg.server.default_limits).rpm == 60
+
+
+@pytest.mark.parametrize("keys, message", [
+    ("[{name: a, key: sk-1234567, key_sha256: " + "ab" * 32 + "}]", "server.keys.0: key 'a' needs exactly one of key"),
+    ("[{name: a}]", "server.keys.0: key 'a' needs exactly one of key and key_sha256"),
+    ("[{name: anonymous, key: sk-1234567}]", "server.keys.0: the name 'anonymous' is kept"),
+    ("[{name: a, key: sk-1234567}, {name: a, key: sk-7654321}]", "server: key names must be unique; repeated: ['a']"),
+    ("[{name: a, key: sk-1234567, class: urgent}]", "server.keys.0.class: 'urgent' is not allowed"),
+    ("[{name: a, key: sk-1234567, rpm: 0}]", "server.keys.0.rpm: 0 is not allowed"),
+    ("[{name: a, key: short}]", "server.keys.0.key: 'short' is not allowed"),
+])
+def test_bad_named_keys_give_one_line(keys, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides=[f"server.keys={keys}"])
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_a_missing_key_file_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"server.key_file .*nope.yaml: cannot be read"):
+        load_config(None, overrides=[f"server.key_file={tmp_path / 'nope.yaml'}"])
