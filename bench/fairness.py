@@ -58,7 +58,7 @@ SIM_LIMIT, SIM_TOKEN_MS = 8, 10.0
 BASE_SETTINGS = ["logging.file=", "logging.level=WARNING", "server.ui=false", KEYS_SETTING]
 SIM_SETTINGS = ["engine.backend=sim", f"engine.sim.token_latency_ms={SIM_TOKEN_MS:g}", "engine.sim.natural_stop=false",
                 "scheduler.limit.adaptive=false", f"scheduler.max_concurrency={SIM_LIMIT}"]
-SCENARIOS = (("B alone", False, True), ("fair share on", True, True), ("fair share off", True, False))
+SCENARIOS = (("B alone", True, False), ("fair share on", True, True), ("fair share off", False, True))  # fair, with A
 SECTION = "## Fair share"
 
 
@@ -72,7 +72,7 @@ class Mode:
     capacity_s: float
 
 
-SIM = Mode("simulator", "sim", SIM_SETTINGS, 30.0, 2 * SIM_LIMIT, 10.0)
+SIM = Mode("simulator", "sim", SIM_SETTINGS, 30.0, SIM_LIMIT, 10.0)
 REAL = Mode("vLLM", MODEL_NAME, [], 120.0, 32, 40.0)
 
 

@@ -18,6 +18,7 @@ from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
 from ui.chat import ChatSettings, run_chat
 from ui.i18n import EN, ZH, message
 from ui.monitor import MonitorHistory, figures
+from ui.accounts import users_markdown
 from ui.views import ShownAnswer, answer_info, header_html, monitor_markdown
 from ui.operator import SettingsError, apply_limits, apply_preset
 from ui.session import COOKIE, Sessions
@@ -170,7 +171,9 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
             snap = snapshot(scheduler)
             history.sample(snap, services.gpu)
             view = figures(snap, services.gpu, services.cache, history)
-            return (header_html(services, caller, _code(language)), monitor_markdown(view, _code(language)),
+            code = _code(language)
+            return (header_html(services, caller, code),
+                    monitor_markdown(view, code) + users_markdown(services, caller, code),
                     *(pd.DataFrame(history.rows(name)) for name, _, _ in PLOTS))
 
         timer.tick(refresh, lang, [header, monitor, *plots], concurrency_limit=None, show_progress="hidden")
@@ -260,10 +263,11 @@ async def _answer(services: Services, caller: Caller, chat: list, settings: Chat
             shown.stop_thinking()
             refusal = event.refusal
             if refusal.retry_after_s is not None:
-                gr.Warning(message(code, "busy", message=refusal.message, retry=refusal.retry_after_s))
+                text = message(code, "busy", message=refusal.message, retry=refusal.retry_after_s)
             else:
-                gr.Warning(message(code, "error", message=refusal.message))
-            yield shown.messages(), hidden, ""
+                text = message(code, "error", message=refusal.message)
+            gr.Warning(text)
+            yield shown.messages(), hidden, f"⚠️ {text}"
 
 
 def _relabel(component: Any, key: str, code: str) -> dict:

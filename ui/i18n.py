@@ -43,6 +43,11 @@ MESSAGES = {
         "yes": "hit", "no": "miss",
         "no_gpu": "No GPU here: showing process memory and the engine's KV cache instead.",
         "batch_done": "{n} prompts answered",
+        "usage": "today {tokens}{quota} tokens · {requests} requests in 24 h · limits: {limits}",
+        "no_limits": "none",
+        "users_title": "Users, last 24 hours",
+        "users_header": "| user | requests | prompt / completion tokens | cache hits | refused | mean wait | tokens today "
+                        "| limits |",
     },
     "zh": {
         "queued": "排队中：第 {position} 位，共 {length} 位", "eta": "，约 {s:.0f} 秒",
@@ -54,6 +59,10 @@ MESSAGES = {
         "yes": "命中", "no": "未命中",
         "no_gpu": "本机没有 GPU：改为显示进程内存和引擎 KV 缓存占用。",
         "batch_done": "已完成 {n} 个提示词",
+        "usage": "今日 {tokens}{quota} 个 token · 24 小时内 {requests} 次请求 · 限额：{limits}",
+        "no_limits": "无",
+        "users_title": "用户（最近 24 小时）",
+        "users_header": "| 用户 | 请求数 | 输入 / 输出 token | 缓存命中 | 被拒绝 | 平均等待 | 今日 token | 限额 |",
     },
 }
 

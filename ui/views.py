@@ -6,6 +6,7 @@ import html
 
 from pipeline.caller import Caller
 from pipeline.events import Finished
+from ui.accounts import usage_html
 from ui.i18n import message
 from wiring import Services
 
@@ -27,9 +28,10 @@ def header_html(services: Services, caller: Caller | None, code: str) -> str:
         if services.keyring.any_keys:
             user += (f' <form method="post" action="/signout"><button id="sign-out">'
                      f'{html.escape(message(code, "sign_out"))}</button></form>')
+    usage = usage_html(services, caller, code) if caller is not None else ""
     return (f'<div><strong style="font-size:1.25em">GPT-OSS WebUI</strong> · '
             f'<code>{html.escape(engine.capabilities.model)}</code> · '
-            f'<span id="engine-state">{state}</span>{user}</div>')
+            f'<span id="engine-state">{state}</span>{user}</div>{usage}')
 
 
 def monitor_markdown(s: dict, code: str) -> str:

@@ -170,3 +170,26 @@ def test_the_page_grants_no_cross_origin_access_either(keyed: LiveServer) -> Non
         response = httpx.get(keyed.url + path, headers=headers, timeout=10)
         assert "access-control-allow-origin" not in response.headers, path
         assert "access-control-allow-credentials" not in response.headers, path
+
+
+TEAM = "server.keys=[{name: alice, key: sk-alice-0001, rpm: 4}, {name: ops, key: sk-ops-00001, admin: true}]"
+
+
+def test_page_batch_and_api_count_against_the_same_caller(make_ui_server: Callable[..., LiveServer]) -> None:
+    live = make_ui_server(TEAM)
+    alice = Client(live.url + "/", headers=session(live, "sk-alice-0001"), verbose=False)
+    alice.predict(*CHAT, api_name="/respond")
+    alice.predict("one\ntwo", None, "low", 2, "English", api_name="/batch")
+    api = httpx.post(live.url + "/v1/chat/completions", headers={"Authorization": "Bearer sk-alice-0001"}, timeout=30,
+                     json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    assert api.headers["x-ratelimit-remaining-requests"] == "0"  # page 1 + batch 2 + this one
+    used = httpx.get(live.url + "/v1/usage", headers={"Authorization": "Bearer sk-alice-0001"}, timeout=10).json()
+    assert used["data"][0]["requests"] == 4 and used["data"][0]["completion_tokens"] > 0
+    *_, info = alice.predict(*CHAT, api_name="/respond")  # the page is held to the same limit
+    assert "rate limit reached for alice" in info
+    header, monitor, *_ = alice.predict("English", api_name="/refresh")
+    assert "limits: rpm 4" in header and "5 requests in 24 h" in header
+    assert "Users, last 24 hours" not in monitor  # the per-user table is for admins
+    ops = Client(live.url + "/", headers=session(live, "sk-ops-00001"), verbose=False)
+    _, monitor, *_ = ops.predict("English", api_name="/refresh")
+    assert "Users, last 24 hours" in monitor and "| alice | 5 |" in monitor
