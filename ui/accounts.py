@@ -21,6 +21,9 @@ def _accounts(services: Services, viewer: Caller, only: str | None = None) -> li
 
 
 def usage_html(services: Services, caller: Caller, code: str) -> str:
+    """Empty on an open server without limits: there is one user, and nothing to count against."""
+    if not services.keyring.any_keys and caller.limits == Limits():
+        return ""
     own = _accounts(services, caller, caller.name)[0]
     quota = own.limits.daily_tokens
     text = message(code, "usage", tokens=own.tokens_today, quota="" if quota is None else f" / {quota}",
@@ -29,7 +32,7 @@ def usage_html(services: Services, caller: Caller, code: str) -> str:
 
 
 def users_markdown(services: Services, caller: Caller, code: str) -> str:
-    if not caller.admin:
+    if not caller.admin or not services.keyring.any_keys:
         return ""
     rows = [f"| {a.caller} | {a.usage.requests} | {a.usage.prompt_tokens} / {a.usage.completion_tokens} | "
             f"{a.usage.cache_hits} | {a.usage.rejections} | {_mean_wait(a)} | {a.tokens_today} | "

@@ -199,6 +199,7 @@ def test_sign_in_then_chat_as_the_key(make_ui_server: Callable, browser: Browser
         expect(page.locator("#engine-state")).to_have_text("ready")
         send(page, "hello as a signed-in user")
         expect(page.locator("#answer-info")).to_contain_text(f"{name} · class medium", timeout=WAIT_MS)
+        expect(page.locator("#usage")).to_contain_text("1 requests in 24 h", timeout=WAIT_MS)  # the header refreshes
         page.locator("#advanced").get_by_text("Advanced settings").click()
         expect(page.locator("#system-prompt textarea")).to_be_visible()
         expect(page.locator("#max-concurrency input")).to_be_hidden()  # operator controls: admins only
