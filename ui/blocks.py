@@ -134,12 +134,17 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
             async for update in _answer(services, caller, chat, settings, language):
                 yield update
 
+        def header_now(language: str, request: gr.Request) -> str:
+            return header_html(services, caller_of(request), _code(language))
+
         chat_outputs = [chatbot, msg, toast, answer_info]
         events = [
             send.click(respond, [msg, chatbot, *settings_inputs], chat_outputs, concurrency_limit=None),
             msg.submit(respond, [msg, chatbot, *settings_inputs], chat_outputs, concurrency_limit=None),
             retry.click(redo, [chatbot, *settings_inputs], [chatbot, toast, answer_info], concurrency_limit=None),
         ]
+        for event in events:  # the usage line under the header counts the answer just given
+            event.then(header_now, lang, header, concurrency_limit=None, show_progress="hidden")
         stop.click(lambda: gr.update(visible=False), None, toast, cancels=events, concurrency_limit=None)
         clear.click(lambda: ([], gr.update(visible=False), ""), None, [chatbot, toast, answer_info],
                     cancels=events, concurrency_limit=None)
@@ -197,7 +202,8 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
                     gr.update(value=str(write_results(results, "csv", folder)), visible=True))
 
         run.click(batch, [prompts, upload, batch_priority, batch_concurrency, lang],
-                  [batch_status, table, download_jsonl, download_csv], concurrency_limit=None)
+                  [batch_status, table, download_jsonl, download_csv], concurrency_limit=None
+                  ).then(header_now, lang, header, concurrency_limit=None, show_progress="hidden")
 
         def on_load(language: str, request: gr.Request) -> tuple:
             caller = caller_of(request)
