@@ -197,10 +197,11 @@ class ChatRun:
             self.pipeline.scheduler.cancel(self.request_id)
             self.pipeline.limiter.spend(self.call.caller, self.completion_tokens)
         self.pipeline.cache.release(self.plan)
-        served = self.ticket is not None
-        self.pipeline.usage.record(self.call.caller.name, UsageTotals(
-            requests=1, prompt_tokens=self.prompt_tokens if served else 0, completion_tokens=self.completion_tokens,
-            cache_hits=int(self.hit is not None), rejections=int(self.refused), queue_wait_s=self.queue_wait_s))
+        if self.ticket is not None or self.hit is not None:  # else the queue refused it: start() counts that
+            self.pipeline.usage.record(self.call.caller.name, UsageTotals(
+                requests=1, prompt_tokens=self.prompt_tokens if self.hit is None else 0,
+                completion_tokens=self.completion_tokens, cache_hits=int(self.hit is not None),
+                rejections=int(self.refused), queue_wait_s=self.queue_wait_s))
 
     async def _from_ticket(self) -> AsyncIterator[Event]:
         ticket, scheduler = self.ticket, self.pipeline.scheduler

@@ -130,6 +130,8 @@ def test_max_parallel_holds_extra_requests_and_max_queued_refuses_past_it(make_s
         assert ask(live, "sk-bob-00001", max_tokens=4).status_code == 200  # others run meanwhile
         assert live.status(request_id="d2")["state"] == "queued"
         assert first.result().status_code == 200 and second.result().status_code == 200
+    dave = usage(live, "sk-dave-0001").json()["data"][0]
+    assert (dave["requests"], dave["rejections"]) == (3, 1)  # a refusal is counted once
 
 
 @pytest.mark.parametrize("fair, light_position", [(True, 1), (False, 7)])
