@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import random
@@ -39,7 +40,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
@@ -48,9 +49,9 @@ from bench.common import (  # noqa: E402
     note, stop_on_sigterm, stream_chat, venv_python,
 )
 from bench.load import (  # noqa: E402
-    CLIENT_TIMEOUT_S, Planned, _drain, _send, _timed_sleep, level_of, new_client, prompt_for,
+    CLIENT_TIMEOUT_S, Planned, drain_answers, send_on_schedule, timed_sleep, level_of, new_client, prompt_for,
 )
-from bench.load_report import Table, _check, ms, num  # noqa: E402
+from bench.load_report import Table, check_row, ms, num  # noqa: E402
 
 if TYPE_CHECKING:
     import httpx
@@ -64,7 +65,7 @@ BASE_SETTINGS = ["logging.file=", "logging.level=WARNING", "server.ui=false",
                  "server.keys=[" + ", ".join(f"{{name: {n}, key: {k}, class: medium}}" for n, k in KEYS.items()) + "]"]
 SIM_SETTINGS = ["engine.backend=sim", f"engine.sim.token_latency_ms={SIM_TOKEN_MS:g}", "engine.sim.natural_stop=false",
                 "scheduler.limit.adaptive=false", f"scheduler.max_concurrency={SIM_LIMIT}"]
-SCENARIOS = (("B alone", True, False), ("fair share on", True, True), ("fair share off", False, True))  # fair, A
+SCENARIOS = (("B alone", True, False), ("fair share on", True, True), ("fair share off", False, True))  # fair, with A
 SECTION = "## Fair share"
 
 
@@ -84,12 +85,12 @@ REAL = Mode("vLLM", MODEL_NAME, [], 120.0, 32, 40.0)
 
 @dataclass
 class Record:
-    """One request as the client saw it; seconds, None where it never happened."""
+    """One request as the client saw it; seconds, nan (null in JSON) where it never happened."""
     caller: str
     planned_s: float
     status: int
     error: str  # "" when a full answer came
-    ttft_s: float  # nan (null in JSON) where it never happened
+    ttft_s: float
     e2e_s: float
     decode_s: float  # first to last token
     ended_s: float  # after the run's start
@@ -134,7 +135,9 @@ def arrivals(seed: int, caller: str, rate: float, duration_s: float, first_index
     return out
 
 
-def start_server(mode: Mode, fair: bool, extra: list[str], label: str) -> ServerProcess:
+@contextlib.contextmanager
+def serving(mode: Mode, fair: bool, extra: list[str], label: str) -> Iterator[ServerProcess]:
+    """A fresh server, healthy and warmed up; always stopped."""
     settings = [*BASE_SETTINGS, *mode.settings, f"scheduler.fair_share.enabled={str(fair).lower()}", *extra]
     port = free_port()
     server = ServerProcess(label, app_argv(port, settings, venv_python()), port, "/healthz", OFFLINE_ENV,
@@ -144,10 +147,9 @@ def start_server(mode: Mode, fair: bool, extra: list[str], label: str) -> Server
     try:
         server.wait_ready(step_s=0.2, progress=mode is REAL)
         asyncio.run(warm_up(server, mode))
-    except BaseException:
+        yield server
+    finally:
         server.stop()
-        raise
-    return server
 
 
 async def warm_up(server: ServerProcess, mode: Mode) -> None:
@@ -174,7 +176,7 @@ async def closed_loop(server: ServerProcess, mode: Mode) -> tuple[float, float]:
     async with new_client(server.url) as client:
         begin = time.perf_counter() + warm_s
         tasks = [asyncio.create_task(worker(client, w)) for w in range(mode.workers)]
-        await _timed_sleep(f"capacity, closed loop x{mode.workers}", warm_s + mode.capacity_s)
+        await timed_sleep(f"capacity, closed loop x{mode.workers}", warm_s + mode.capacity_s)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -195,8 +197,8 @@ async def open_loop(server: ServerProcess, mode: Mode, label: str, plan: list[Pl
             records.append(Record(p.cls, p.at_s, r.status, r.error, r.ttft_s, r.e2e_s, r.decode_s,
                                   (r.ended or t0) - t0, r.tokens))
 
-        tasks = await _send(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
-        await _drain(tasks, Progress(f"{label} answers", len(tasks), "req"))
+        tasks = await send_on_schedule(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
+        await drain_answers(tasks, Progress(f"{label} answers", len(tasks), "req"))
     return records
 
 
@@ -264,7 +266,7 @@ def targets_table(sides: dict[str, dict[str, Side]]) -> tuple[Table, bool]:
                f"{off.sent})", on.sent > 0 and on.completed == on.sent),
               ("total req/s, fair share on / off", ">= 0.95", f"{num(total['fair share on'])} / "
                f"{num(total['fair share off'])} = {num(ratio, '.3f')}", ratio >= 0.95)]
-    return Table("Targets", ["target", "goal", "measured", "result"], [_check(*c) for c in checks],
+    return Table("Targets", ["target", "goal", "measured", "result"], [check_row(*c) for c in checks],
                  ["service time: B alone's median end-to-end (a batch of one; under load each token takes longer)"]
                  ), all(c[3] for c in checks)
 
@@ -321,22 +323,16 @@ def measure(args: argparse.Namespace) -> tuple[float, float, dict[str, list[Reco
         from engine.kv_size import default_cpu_kv_bytes
 
         mode.settings = [f"engine.vllm.kv_cache_memory_bytes={default_cpu_kv_bytes()}"]
-    server = start_server(mode, True, args.extra, "capacity")
-    try:
+    with serving(mode, True, args.extra, "capacity") as server:
         capacity, e2e_s = asyncio.run(closed_loop(server, mode))
-    finally:
-        server.stop()
     note(f"C = {capacity:.2f} req/s")
     a_plan = arrivals(args.seed, A, A_LOAD * capacity, args.duration, 0)
     b_plan = arrivals(args.seed, B, B_LOAD * capacity, args.duration, 1_000_000)
     runs: dict[str, list[Record]] = {}
     for name, fair, with_a in SCENARIOS:
-        server = start_server(mode, fair, args.extra, name.replace(" ", "-"))
-        try:
-            plan = sorted(b_plan + (a_plan if with_a else []), key=lambda p: p.at_s)
+        plan = sorted(b_plan + (a_plan if with_a else []), key=lambda p: p.at_s)
+        with serving(mode, fair, args.extra, name.replace(" ", "-")) as server:
             runs[name] = asyncio.run(open_loop(server, mode, name, plan))
-        finally:
-            server.stop()
     return capacity, e2e_s, runs
 
 
@@ -349,12 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     print("bench/fairness.py  " + "  ".join(f"{k}={v}" for k, v in meta.items()), flush=True)
     try:
         capacity, e2e_s, runs = measure(args)
-    except KeyboardInterrupt:
-        note("interrupted; servers stopped")
-        return 130
-    except RuntimeError as exc:
-        note(f"error: {exc}")
-        return 1
+    except (KeyboardInterrupt, RuntimeError) as exc:  # servers are stopped by then
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        note("interrupted; servers stopped" if interrupted else f"error: {exc}")
+        return 130 if interrupted else 1
     meta["run_s"] = time.monotonic() - started
     sides = {name: {c: side(recs, c, args.duration) for c in KEYS} for name, recs in runs.items()}
     targets, passed = targets_table(sides)

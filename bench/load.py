@@ -273,7 +273,7 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
             for c in levels:
                 begin = time.perf_counter()
                 workers += [asyncio.create_task(worker()) for _ in range(c - len(workers))]
-                await _timed_sleep(f"calibration c={c}", warmup_s + measure_s)
+                await timed_sleep(f"calibration c={c}", warmup_s + measure_s)
                 sample = [r for r in done if r.ok and r.sent >= begin]
                 # Too few answers yet (each takes longer than the level): extend it, up to 3 times.
                 while len(sample) < min(c, 8) and time.perf_counter() - begin < 3 * (warmup_s + measure_s):
@@ -284,7 +284,7 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
             for w in workers:
                 w.cancel()  # closing the streams aborts the requests in vLLM
             await asyncio.gather(*workers, return_exceptions=True)
-    await _timed_sleep("after calibration, settling", 3.0)  # vLLM finishes aborting the cancelled streams
+    await timed_sleep("after calibration, settling", 3.0)  # vLLM finishes aborting the cancelled streams
     measured = [level for level in out if level.completed]
     if not measured:
         errors = [r.error for r in done if r.error]
@@ -313,7 +313,7 @@ def c_slo(levels: list[Level], slo_tpot: float) -> float:
     return levels[-1].rps
 
 
-async def _timed_sleep(label: str, seconds: float) -> None:
+async def timed_sleep(label: str, seconds: float) -> None:
     bar, start = Progress(label, float(seconds), "s"), time.monotonic()
     while (left := seconds - (time.monotonic() - start)) > 0:
         await asyncio.sleep(min(0.5, left))
@@ -339,9 +339,9 @@ async def run_load(server: ServerProcess, load: float, rate: float, duration_s: 
             run.records.append(to_record(p, result, t0))
 
         label = f"{server.name} {load:g}x ({rate:.2f} req/s)"
-        tasks = await _send(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
-        await _drain(tasks, Progress(f"{label} answers", len(tasks), "req"))
-        await _timed_sleep(f"{label} settling", settle_s)
+        tasks = await send_on_schedule(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
+        await drain_answers(tasks, Progress(f"{label} answers", len(tasks), "req"))
+        await timed_sleep(f"{label} settling", settle_s)
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
@@ -350,7 +350,7 @@ async def run_load(server: ServerProcess, load: float, rate: float, duration_s: 
     return run
 
 
-async def _send(plan: list[Planned], t0: float, one: Callable[[Planned], Coroutine[Any, Any, None]],
+async def send_on_schedule(plan: list[Planned], t0: float, one: Callable[[Planned], Coroutine[Any, Any, None]],
                 bar: Progress) -> list[asyncio.Task[None]]:
     tasks: list[asyncio.Task[None]] = []
     for p in plan:
@@ -363,7 +363,7 @@ async def _send(plan: list[Planned], t0: float, one: Callable[[Planned], Corouti
     return tasks
 
 
-async def _drain(tasks: list[asyncio.Task[None]], bar: Progress) -> None:
+async def drain_answers(tasks: list[asyncio.Task[None]], bar: Progress) -> None:
     pending = {t for t in tasks if not t.done()}
     while pending:
         _, pending = await asyncio.wait(pending, timeout=0.5)

@@ -161,7 +161,7 @@ def _at(runs: list[Run], server: str, load: float) -> Run | None:
     return next((r for r in runs if r.server == server and math.isclose(r.load, load)), None)
 
 
-def _check(name: str, goal: str, value: str, ok: bool | None) -> list[object]:
+def check_row(name: str, goal: str, value: str, ok: bool | None) -> list[object]:
     return [name, goal, value, "n/a" if ok is None else ("PASS" if ok else "MISS")]
 
 
@@ -172,33 +172,33 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
     rows: list[list[object]] = []
     o, f = s("ours", 0.7), s("vllm-fcfs", 0.7)
     if o and f:
-        rows.append(_check("0.7x: ours tok/s vs vLLM FCFS", ">= 0.97x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
+        rows.append(check_row("0.7x: ours tok/s vs vLLM FCFS", ">= 0.97x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
                            o.tok_s >= 0.97 * f.tok_s))
-        rows.append(_check("0.7x: ours TTFT p50 (all)", "<= 1.2x vLLM FCFS + 50 ms",
+        rows.append(check_row("0.7x: ours TTFT p50 (all)", "<= 1.2x vLLM FCFS + 50 ms",
                            f"{ms(o.ttft.p50)} vs {ms(f.ttft.p50)} ms", o.ttft.p50 <= 1.2 * f.ttft.p50 + 0.05))
     if o:
-        rows.append(_check("0.7x: ours refusals", "0", str(o.refusals), o.refusals == 0))
+        rows.append(check_row("0.7x: ours refusals", "0", str(o.refusals), o.refusals == 0))
     o, oh, f, p = s("ours", 1.5), s("ours", 1.5, "high"), s("vllm-fcfs", 1.5), s("vllm-priority", 1.5)
     if o and oh:
         high_ttft, tpot = slo.ttft_s["high"], slo.tpot_s
-        rows.append(_check("1.5x: ours high TTFT p99", f"<= {high_ttft:g} s", f"{num(oh.ttft.p99, '.3f')} s",
+        rows.append(check_row("1.5x: ours high TTFT p99", f"<= {high_ttft:g} s", f"{num(oh.ttft.p99, '.3f')} s",
                            oh.ttft.p99 <= high_ttft))
-        rows.append(_check("1.5x: ours high TPOT p50", f"<= {tpot:g} s", f"{num(oh.tpot.p50, '.3f')} s",
+        rows.append(check_row("1.5x: ours high TPOT p50", f"<= {tpot:g} s", f"{num(oh.tpot.p50, '.3f')} s",
                            oh.tpot.p50 <= tpot))
-        rows.append(_check("1.5x: ours on-time req/s", ">= 0.7 x C_slo", f"{o.on_time_rps:.2f} vs {0.7 * capacity:.2f}",
+        rows.append(check_row("1.5x: ours on-time req/s", ">= 0.7 x C_slo", f"{o.on_time_rps:.2f} vs {0.7 * capacity:.2f}",
                            o.on_time_rps >= 0.7 * capacity))
         for other, label in ((f, "vLLM FCFS"), (p, "vLLM priority")):
             if other:
-                rows.append(_check(f"1.5x: ours on-time req/s vs {label}", ">= 1.5x",
+                rows.append(check_row(f"1.5x: ours on-time req/s vs {label}", ">= 1.5x",
                                    f"{o.on_time_rps:.2f} vs {other.on_time_rps:.2f}",
                                    o.on_time_rps >= 1.5 * other.on_time_rps))
         if f:
-            rows.append(_check("1.5x: ours tok/s vs vLLM FCFS", ">= 0.6x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
+            rows.append(check_row("1.5x: ours tok/s vs vLLM FCFS", ">= 0.6x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
                                o.tok_s >= 0.6 * f.tok_s))
         ok = None if o.max_waiting is None or o.max_queue_size is None else o.max_waiting <= o.max_queue_size
-        rows.append(_check("1.5x: ours max waiting", "<= max_queue_size", f"{o.max_waiting} vs {o.max_queue_size}", ok))
+        rows.append(check_row("1.5x: ours max waiting", "<= max_queue_size", f"{o.max_waiting} vs {o.max_queue_size}", ok))
         clean = o.refused_429_retry_after
-        rows.append(_check("1.5x: ours refusals as 429 + Retry-After", ">= 99 %",
+        rows.append(check_row("1.5x: ours refusals as 429 + Retry-After", ">= 99 %",
                            f"{clean}/{o.refusals}" if o.refusals else "no refusals",
                            clean >= 0.99 * o.refusals))
     return Table("Targets (ratios from one run)", ["target", "goal", "measured", "result"], rows,

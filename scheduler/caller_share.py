@@ -15,6 +15,8 @@ class CallerShare:
     def __init__(self, fair: VirtualTokenCounter | None) -> None:
         self.fair = fair
         self.running_of: Counter[str] = Counter()
+        self._positions: dict[str, int] = {}
+        self._positions_version = -1
 
     def joining(self, request: Request, queue: PriorityQueue) -> None:
         """Before `request` is queued: a caller with nothing waiting starts level with the others."""
@@ -49,11 +51,28 @@ class CallerShare:
             del self.running_of[request.caller]
 
     def position(self, queue: PriorityQueue, request_id: str) -> int | None:
-        """1-based place in the order requests will start."""
+        """1-based place in the order requests will start; the fair order is worked out once per
+        change of the queue, since every waiting stream asks each second."""
         if self.fair is None:
             return queue.position(request_id)
-        ranked = self.fair.ranking(queue.ranked())
-        return next((i for i, r in enumerate(ranked, start=1) if r.request_id == request_id), None)
+        if self._positions_version != queue.version:
+            ranked = self.fair.ranking(queue.ranked())
+            self._positions = {r.request_id: i for i, r in enumerate(ranked, start=1)}
+            self._positions_version = queue.version
+        return self._positions.get(request_id)
+
+    def displaced_by(self, newcomer: Request, queue: PriorityQueue) -> Request | None:
+        """In a full queue, the place a newcomer may take so one caller cannot hold them all: the
+        newest waiter of its class's heaviest caller, when that caller holds at least two places
+        more than the newcomer's."""
+        if self.fair is None:
+            return None
+        members = queue.members(newcomer.priority)
+        held = Counter(r.caller for r in members)
+        heaviest, places = max(held.items(), key=lambda item: item[1], default=(None, 0))
+        if heaviest is None or heaviest == newcomer.caller or places < held[newcomer.caller] + 2:
+            return None
+        return next(r for r in reversed(members) if r.caller == heaviest)
 
     def ahead_of_new(self, request: Request, queue: PriorityQueue) -> int:
         """Waiters a newcomer would wait behind: the queue's count, its own class counted fairly."""

@@ -158,8 +158,10 @@ class Scheduler:
             raise refusal
 
     def _make_room(self, newcomer: Request) -> None:
-        """A full queue rejects the newcomer, unless it is high and can displace a lower waiter."""
+        """A full queue rejects the newcomer, unless it is high and can displace a lower waiter, or
+        (fair share) its class's heaviest caller holds more places than its own caller."""
         victim = self.queue.newest_below(newcomer.priority) if newcomer.priority is PriorityClass.HIGH else None
+        victim = victim or self.share.displaced_by(newcomer, self.queue)
         if victim is None:
             retry = self.retry_after_s(newcomer.priority)
             log.info("reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
@@ -168,8 +170,9 @@ class Scheduler:
                                  retry)
         self.queue.remove(victim.request_id)
         retry = self.retry_after_s(victim.priority)
-        self._fail(victim, SchedulerError(Outcome.DISPLACED, "the queue is full and a high-priority request took "
-                                          "this request's place; retry later", retry))
+        why = "a high-priority request" if victim.priority is not newcomer.priority else "another caller's request"
+        self._fail(victim, SchedulerError(Outcome.DISPLACED, f"the queue is full and {why} took this request's "
+                                          "place; retry later", retry))
 
     def _dispatch(self) -> None:
         while not self.closed and (head := self.share.next_up(self.queue)) is not None:

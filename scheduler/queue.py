@@ -73,6 +73,11 @@ class PriorityQueue:
     def count(self, priority: PriorityClass) -> int:
         return len(self._by_class[priority])
 
+    @property
+    def version(self) -> int:
+        """Changes whenever a request joins or leaves."""
+        return self._version
+
     def members(self, priority: PriorityClass) -> list[Request]:
         """A class's waiters, oldest first."""
         return list(self._by_class[priority].values())

@@ -111,3 +111,27 @@ def test_a_newcomer_counts_the_rounds_ahead_of_it():
     members = [make_request(caller="alice") for _ in range(10)] + [make_request(caller="bob")]
     assert vtc.ahead_in_class("carol", members) == 2  # one of alice's, one of bob's
     assert vtc.ahead_in_class("bob", members) == 1 + 2  # its own, then a round of alice's
+
+
+def test_in_a_full_queue_a_light_caller_takes_the_heaviest_callers_newest_place():
+    share = CallerShare(VirtualTokenCounter())
+    flood = [make_request(arrival=i, caller="alice") for i in range(5)]
+    queue = queue_of(*flood, make_request(arrival=6, caller="bob"))
+    assert share.displaced_by(make_request(arrival=9, caller="bob"), queue) is flood[-1]
+    assert share.displaced_by(make_request(arrival=9, caller="alice"), queue) is None  # the heaviest waits its turn
+    even = queue_of(make_request(caller="alice"), make_request(caller="bob"))
+    assert share.displaced_by(make_request(caller="bob"), even) is None  # one place apart: nobody is crowded out
+    assert CallerShare(None).displaced_by(make_request(caller="bob"), queue) is None
+    assert share.displaced_by(make_request(P.LOW, caller="bob"), queue) is None  # only within the class
+
+
+def test_positions_are_worked_out_once_per_change_of_the_queue():
+    vtc = VirtualTokenCounter()
+    share = CallerShare(vtc)
+    a, b = make_request(arrival=0, caller="alice"), make_request(arrival=1, caller="bob")
+    queue = queue_of(a, b)
+    assert share.position(queue, a.request_id) == 1
+    vtc.charge("alice", output_tokens=100)
+    assert share.position(queue, a.request_id) == 1  # counters alone do not reorder what is shown
+    queue.push(make_request(arrival=2, caller="carol"))
+    assert [share.position(queue, r.request_id) for r in (a, b)] == [3, 1]
