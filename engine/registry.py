@@ -10,6 +10,7 @@ from settings.schema import EngineConfig
 BACKENDS: dict[str, str] = {
     "sim": "engine.sim:SimEngine",
     "vllm": "engine.vllm_engine:VllmEngine",
+    "openai": "engine.openai_upstream:OpenAIUpstreamEngine",
 }
 
 

@@ -133,10 +133,41 @@ class VllmConfig(Section):
     extra_args: dict[str, Any] = Field(default_factory=dict)
 
 
+def _as_upstreams(value: Any) -> Any:
+    """`--set engine.openai.upstreams=[http://a:8000/v1,http://b:8000/v1]`: bare URLs become entries."""
+    value = _as_list(value) if isinstance(value, str) else value
+    if isinstance(value, list):
+        return [{"url": v} if isinstance(v, str) else v for v in value]
+    return value
+
+
+class UpstreamEntry(Section):
+    url: str = Field(pattern=r"^https?://\S+$")  # an OpenAI base URL, e.g. http://host:8000/v1
+    api_key: str = ""
+    weight: float = Field(1.0, gt=0.0)
+
+
+class OpenAIUpstreamConfig(Section):
+    """OpenAI-compatible servers (vLLM's first) behind this one; our scheduler keeps the order."""
+
+    upstreams: Annotated[list[UpstreamEntry], BeforeValidator(_as_upstreams)] = Field(default_factory=list)
+    model: str = ""  # "": the model the first upstream serves
+    max_model_len: int = Field(0, ge=0)  # 0: what the upstream reports (vLLM does), else 4096
+    slots_per_upstream: int = Field(128, ge=1)  # sequences each runs at once; capacity is their sum
+    send_priority: bool = True  # pass the class as vLLM's `priority` (needs --scheduling-policy priority)
+    prefix_affinity: bool = True  # the same system prompt and first message go to the same upstream
+    health_interval_s: float = Field(5.0, ge=0.1)
+    metrics_interval_s: float = Field(1.0, ge=0.1)
+    eject_after: int = Field(2, ge=1)  # consecutive failures that take an upstream out
+    connect_timeout_s: float = Field(5.0, ge=0.1)
+    retries: int = Field(2, ge=0)  # other upstreams tried for a request that failed before its first token
+
+
 class EngineConfig(Section):
-    backend: Literal["vllm", "sim"] = "vllm"
+    backend: Literal["vllm", "sim", "openai"] = "vllm"
     vllm: VllmConfig = Field(default_factory=VllmConfig)
     sim: SimConfig = Field(default_factory=SimConfig)
+    openai: OpenAIUpstreamConfig = Field(default_factory=OpenAIUpstreamConfig)
 
 
 class PressureConfig(Section):

@@ -33,7 +33,7 @@ def test_overrides_are_typed_from_the_schema():
     ("scheduler.max_concurrency=-1", "scheduler.max_concurrency: -1 is not allowed; expected an integer between 0 and 4096"),
     ("scheduler.max_concurrency=many", "scheduler.max_concurrency: 'many' is not allowed; expected an integer"),
     ("scheduler.max_wait_s.low=-1", "scheduler.max_wait_s.low: -1.0 is not allowed; expected a number >= 0.0"),
-    ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: vllm, sim"),
+    ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: vllm, sim, openai"),
     ("logging.level=LOUD", "logging.level: 'LOUD' is not allowed; allowed: DEBUG, INFO, WARNING, ERROR"),
     ("scheduler.max_concurency=4", "scheduler.max_concurency: unknown key; allowed: max_concurrency,"),
     ("scheduler=4", "scheduler: expected a mapping, got 4"),

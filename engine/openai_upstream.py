@@ -1,0 +1,234 @@
+"""Engine backend `openai`: OpenAI-compatible servers (vLLM's `vllm serve` first) behind this one.
+
+Our scheduler keeps the order and the door; this backend only places each dispatched request on an
+upstream (`engine/upstream_pool.py`), passes its class down as vLLM's `priority`, and streams the
+answer back. A request that fails before its first token is retried on another upstream, so a
+client never sees that failure; once tokens have flowed, a failure ends the answer with a clean
+error. Cancelling the generator closes the upstream stream, and vLLM aborts the sequence. Prompt
+token counts are estimates (no local tokenizer): the upstream checks its own context length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, AsyncIterator
+
+import httpx
+
+from core.types import ChatMessage, Delta, GenParams, Prompt
+from engine.base import Capabilities, EngineError, EngineStats
+from engine.upstream_pool import Upstream, UpstreamPool, read_vllm_metrics
+from settings.schema import EngineConfig, OpenAIUpstreamConfig
+
+log = logging.getLogger("gpt_oss_webui.engine")
+
+_CHARS_PER_TOKEN = 4
+_MESSAGE_OVERHEAD = 4
+_DEFAULT_CONTEXT = 4096
+_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+
+
+class UpstreamUnavailable(EngineError):
+    """Failed before the first token: another upstream may take the request."""
+
+
+class OpenAIUpstreamEngine:
+    def __init__(self, config: OpenAIUpstreamConfig) -> None:
+        self.config = config
+        self.pool = UpstreamPool([Upstream(u.url.rstrip("/"), u.api_key, u.weight) for u in config.upstreams],
+                                 config.eject_after, config.prefix_affinity)
+        self._client: httpx.AsyncClient | None = None
+        self._model = config.model
+        self._max_model_len = config.max_model_len
+        self._ready = False
+        self._watch: asyncio.Task | None = None
+        self._generated = 0
+
+    @classmethod
+    def from_config(cls, config: EngineConfig) -> OpenAIUpstreamEngine:
+        return cls(config.openai)
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(model=self._model, max_model_len=self._max_model_len or _DEFAULT_CONTEXT,
+                            token_budget=None, supports_priority=self.config.send_priority,
+                            supports_reasoning_effort=True,
+                            max_num_seqs=self.config.slots_per_upstream * len(self.pool.upstreams),
+                            exact_token_counts=False)
+
+    async def start(self) -> None:
+        """Ready once an upstream has said which model it serves; until then /healthz says loading."""
+        if not self.pool.upstreams:
+            raise EngineError("engine.openai.upstreams is empty: give at least one OpenAI base URL")
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.config.connect_timeout_s),
+                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        while not await self._discover():
+            log.warning("no upstream answers %s yet; retrying", ", ".join(u.url + "/models" for u in self.pool.upstreams))
+            await asyncio.sleep(min(self.config.health_interval_s, 2.0))
+        self._watch = asyncio.create_task(self._watch_forever(), name="upstream-watch")
+        self._ready = True
+
+    async def stop(self) -> None:
+        self._ready = False
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+
+    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
+        chars = sum(len(m.content) for m in messages)
+        estimate = -(-chars // _CHARS_PER_TOKEN) + _MESSAGE_OVERHEAD * len(messages)
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        return Prompt(num_tokens=estimate, payload={"messages": chat, "reasoning_effort": reasoning_effort})
+
+    async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
+        tried: list[Upstream] = []
+        affinity = json.dumps(prompt.payload["messages"][:2])
+        while True:
+            upstream = self.pool.pick(affinity, exclude=tuple(tried))
+            if upstream is None:
+                raise EngineError("no upstream is available" + (f" (tried {len(tried)})" if tried else ""))
+            tried.append(upstream)
+            started = False
+            upstream.in_flight += 1
+            try:
+                async for delta in self._stream(upstream, request_id, prompt, params):
+                    started = True
+                    yield delta
+                self.pool.succeeded(upstream)
+                upstream.served += 1
+                return
+            except UpstreamUnavailable as exc:
+                if self.pool.failed(upstream):
+                    log.warning("upstream %s taken out after a failed request: %s", upstream.url, exc)
+                if started or len(tried) > self.config.retries:
+                    raise EngineError(str(exc)) from None
+                log.info("request %s: upstream %s failed before its first token (%s); trying another",
+                         request_id, upstream.url, exc)
+            finally:
+                upstream.in_flight -= 1
+
+    async def _stream(self, upstream: Upstream, request_id: str, prompt: Prompt,
+                      params: GenParams) -> AsyncIterator[Delta]:
+        body = self._body(prompt, params)
+        headers = {"Authorization": f"Bearer {upstream.api_key}"} if upstream.api_key else {}
+        headers["X-Request-ID"] = request_id
+        try:
+            async with self._client.stream("POST", upstream.url + "/chat/completions", json=body,
+                                           headers=headers) as response:
+                if response.status_code >= 500 or response.status_code in (408, 429):
+                    raise UpstreamUnavailable(f"{upstream.url} answered {response.status_code}")
+                if response.status_code >= 400:
+                    raise EngineError(_error_message(await response.aread(), response.status_code))
+                async for delta in self._deltas(response):
+                    yield delta
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailable(f"{upstream.url}: {type(exc).__name__} {exc}".strip()) from None
+
+    async def _deltas(self, response: httpx.Response) -> AsyncIterator[Delta]:
+        """OpenAI stream chunks as deltas: one token per content chunk (vLLM sends one per step),
+        corrected by the usage chunk at the end."""
+        counted, finish = 0, None
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise EngineError(str(chunk["error"].get("message", chunk["error"])))
+            usage = chunk.get("usage")
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                text, reasoning = delta.get("content") or "", delta.get("reasoning_content") or ""
+                finish = choice.get("finish_reason") or finish
+                if text or reasoning:
+                    counted += 1
+                    self._generated += 1
+                    yield Delta(text, 1, reasoning=reasoning, reasoning_tokens=int(bool(reasoning) and not text))
+            if usage:
+                extra = max(0, usage.get("completion_tokens", counted) - counted)
+                self._generated += extra
+                cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+                yield Delta("", extra, _FINISH.get(finish or "stop", "stop"), cached_tokens=cached)
+                return
+        yield Delta("", 0, _FINISH.get(finish or "stop", "stop"))
+
+    def _body(self, prompt: Prompt, params: GenParams) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._model, "messages": prompt.payload["messages"], "stream": True,
+            "stream_options": {"include_usage": True}, "max_tokens": params.max_tokens,
+            "temperature": params.temperature, "top_p": params.top_p,
+        }
+        if params.stop:
+            body["stop"] = params.stop
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if prompt.payload.get("reasoning_effort"):
+            body["reasoning_effort"] = prompt.payload["reasoning_effort"]
+        if self.config.send_priority:
+            body["priority"] = params.priority
+        return body
+
+    async def abort(self, request_id: str) -> None:
+        """Nothing to do: the scheduler cancels the generator, which closes the upstream stream."""
+
+    def stats(self) -> EngineStats:
+        healthy = self.pool.healthy
+        return EngineStats(running=round(sum(u.running for u in healthy)), waiting=round(sum(u.waiting for u in healthy)),
+                           kv_usage=max((u.kv_usage for u in healthy), default=0.0), generated_tokens=self._generated)
+
+    async def _discover(self) -> bool:
+        for upstream in self.pool.upstreams:
+            try:
+                response = await self._client.get(upstream.url + "/models", headers=_auth(upstream), timeout=5)
+                model = response.json()["data"][0]
+            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+                continue
+            self._model = self._model or model["id"]
+            self._max_model_len = self._max_model_len or int(model.get("max_model_len") or 0)
+            return True
+        return False
+
+    async def _watch_forever(self) -> None:
+        """Each upstream's load every metrics interval; health (a failing one out, a recovered one
+        back) every health interval."""
+        ticks_per_check = max(1, round(self.config.health_interval_s / self.config.metrics_interval_s))
+        tick = 0
+        while True:
+            check = tick % ticks_per_check == 0
+            await asyncio.gather(*(self._probe(u, check) for u in self.pool.upstreams))
+            tick += 1
+            await asyncio.sleep(self.config.metrics_interval_s)
+
+    async def _probe(self, upstream: Upstream, check_health: bool) -> None:
+        if not upstream.healthy and not check_health:
+            return
+        try:
+            if check_health:
+                response = await self._client.get(upstream.url + "/models", headers=_auth(upstream), timeout=5)
+                response.raise_for_status()
+                if self.pool.succeeded(upstream):
+                    log.warning("upstream %s is back", upstream.url)
+            metrics = await self._client.get(upstream.root + "/metrics", timeout=5)
+            if metrics.status_code == 200:
+                read_vllm_metrics(upstream, metrics.text)
+        except httpx.HTTPError as exc:
+            if check_health and self.pool.failed(upstream):
+                log.warning("upstream %s taken out: %s", upstream.url, exc)
+
+
+def _auth(upstream: Upstream) -> dict[str, str]:
+    return {"Authorization": f"Bearer {upstream.api_key}"} if upstream.api_key else {}
+
+
+def _error_message(raw: bytes, status: int) -> str:
+    try:
+        return f"upstream refused the request ({status}): {json.loads(raw)['error']['message']}"
+    except (ValueError, KeyError, TypeError):
+        return f"upstream refused the request ({status})"

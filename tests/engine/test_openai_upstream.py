@@ -1,0 +1,108 @@
+"""The `openai` engine backend: a gateway (a real server of ours) in front of upstream servers,
+over loopback. The upstreams are tiny fakes that report vLLM's metrics and record what they get,
+and, for the last test, another server of ours on the simulator."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import httpx
+import pytest
+
+from tests.conftest import LiveServer, live_server
+from tests.engine.fake_upstream import FakeUpstream, running
+
+FAST_WATCH = ["engine.backend=openai", "engine.openai.metrics_interval_s=0.1", "engine.openai.health_interval_s=0.2"]
+
+
+def gateway(*upstreams: FakeUpstream, extra: tuple[str, ...] = ()):
+    urls = ",".join(u.url for u in upstreams)
+    return live_server(*FAST_WATCH, f"engine.openai.upstreams=[{urls}]", *extra)
+
+
+def ask(live: LiveServer, text: str = "hello", **headers: str) -> httpx.Response:
+    return httpx.post(live.url + "/v1/chat/completions", timeout=30, headers=headers,
+                      json={"model": "fake-model", "messages": [{"role": "user", "content": text}], "max_tokens": 5})
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)
+
+
+def test_requests_go_to_the_least_loaded_upstream_and_carry_their_class() -> None:
+    with running(FakeUpstream("a", running=20), FakeUpstream("b")) as (a, b), gateway(a, b) as live:
+        assert httpx.get(live.url + "/v1/models", timeout=10).json()["data"][0]["id"] == "fake-model"
+        time.sleep(0.3)  # a metrics reading or two
+        answers = [ask(live, f"question {i}", **{"X-Priority": cls}) for i, cls in enumerate(("high", "low", "medium"))]
+        assert all(r.status_code == 200 for r in answers) and not a.bodies and len(b.bodies) == 3
+        assert answers[0].json()["choices"][0]["message"]["content"].startswith("b0 b1")
+        assert [body["priority"] for body in b.bodies] == [0, 2, 1]  # vLLM's order: lower runs first
+        assert b.bodies[0]["stream"] and b.bodies[0]["max_tokens"] == 5
+        b.running = 60
+        time.sleep(0.3)
+        assert ask(live, "another").status_code == 200 and len(a.bodies) == 1
+        usage = ask(live, "counted").json()["usage"]
+        assert usage["completion_tokens"] == 5
+
+
+def test_a_failure_before_the_first_token_is_retried_elsewhere_and_the_upstream_ejected() -> None:
+    a, b = FakeUpstream("a", status=503, models_status=503), FakeUpstream("b", running=10)
+    with running(a, b), gateway(a, b) as live:
+        time.sleep(0.3)
+        for i in range(3):
+            answer = ask(live, f"question {i}")
+            assert answer.status_code == 200 and "b0" in answer.json()["choices"][0]["message"]["content"]
+        engine = live.services.engine
+        eventually(lambda: not engine.pool.upstreams[0].healthy)
+        a.status = a.models_status = 200
+        eventually(lambda: engine.pool.upstreams[0].healthy)  # the health check brings it back
+        b.running = 60
+        time.sleep(0.3)
+        assert "a0" in ask(live, "now a").json()["choices"][0]["message"]["content"]
+
+
+def test_no_upstream_left_is_a_clean_error() -> None:
+    with running(FakeUpstream("a", status=503)) as (a,), gateway(a, extra=("engine.openai.retries=0",)) as live:
+        answer = ask(live)
+        assert answer.status_code == 500 and answer.json()["error"]["code"] == "engine_error"
+
+
+def test_a_client_that_leaves_closes_the_upstream_stream() -> None:
+    with running(FakeUpstream("a", tokens=200, token_delay_s=0.05)) as (a,), gateway(a) as live:
+        body = {"model": "fake-model", "messages": [{"role": "user", "content": "long"}], "max_tokens": 200,
+                "stream": True, "request_id": "leaver"}
+        with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, timeout=30) as response:
+            for line in response.iter_lines():
+                if 'a1 ' in line:
+                    break
+        eventually(lambda: a.disconnected == ["leaver"])
+        eventually(lambda: live.services.scheduler.admission.running == 0)
+
+
+def test_a_gateway_in_front_of_our_own_server_on_the_simulator() -> None:
+    with live_server() as upstream:
+        extra = (f"engine.openai.upstreams=[{upstream.base_url}]", "engine.openai.send_priority=false")
+        with live_server(*FAST_WATCH, *extra) as live:
+            client = live.client()
+            assert client.models.list().data[0].id == "sim"
+            whole = client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "hi"}],
+                                                   max_tokens=12, seed=1)
+            assert whole.usage.completion_tokens == 12 and len(whole.choices[0].message.content.split()) == 12
+            streamed = client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "hi"}],
+                                                      max_tokens=12, seed=1, stream=True)
+            assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
+                whole.choices[0].message.content
+
+
+@pytest.mark.parametrize("value, urls", [
+    ("[http://a:8000/v1,http://b:8000/v1]", ["http://a:8000/v1", "http://b:8000/v1"]),
+    ("[{url: http://a:8000/v1, api_key: k, weight: 2}]", ["http://a:8000/v1"]),
+])
+def test_upstreams_from_the_command_line(value: str, urls: list[str]) -> None:
+    from settings import load_config
+    config = load_config(None, overrides=[f"engine.openai.upstreams={value}"])
+    assert [u.url for u in config.engine.openai.upstreams] == urls
