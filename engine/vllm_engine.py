@@ -162,6 +162,7 @@ def engine_arguments(config: VllmConfig, model: str, args_cls: type, on_cpu: boo
         "model": model,
         "served_model_name": config.served_model_name,
         "tensor_parallel_size": config.tensor_parallel_size,
+        "pipeline_parallel_size": config.pipeline_parallel_size,
         "max_num_seqs": config.max_num_seqs,
         "max_model_len": config.max_model_len,
         "gpu_memory_utilization": config.gpu_memory_utilization,
@@ -171,6 +172,8 @@ def engine_arguments(config: VllmConfig, model: str, args_cls: type, on_cpu: boo
     }
     if config.block_size:
         kwargs["block_size"] = config.block_size
+    if config.distributed_executor_backend:
+        kwargs["distributed_executor_backend"] = config.distributed_executor_backend
     if config.kv_cache_memory_bytes or on_cpu:
         kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes or default_cpu_kv_bytes()
     known = {f.name for f in dataclasses.fields(args_cls)}

@@ -122,6 +122,8 @@ class VllmConfig(Section):
     served_model_name: str = "smollm2-135m-instruct"
     models_dir: str = "models"
     tensor_parallel_size: int = Field(1, ge=1, le=64)
+    pipeline_parallel_size: int = Field(1, ge=1, le=64)  # layers split over GPUs or nodes
+    distributed_executor_backend: Literal["", "mp", "ray"] = ""  # "": vLLM's choice; ray: across nodes
     max_num_seqs: int = Field(128, ge=1, le=4096)
     max_model_len: int = Field(2048, ge=16)
     gpu_memory_utilization: float = Field(0.92, ge=0.05, le=1.0)
