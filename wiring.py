@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from cache.redis_store import RedisResponseCache
 from cache.store import ResponseCache
 from engine.base import EngineBackend
 from engine.registry import create_engine
@@ -24,14 +25,14 @@ class Services:
     scheduler: Scheduler
     keyring: Keyring
     pipeline: ChatPipeline
-    cache: ResponseCache | None = None
+    cache: ResponseCache | RedisResponseCache | None = None
     gpu: GpuMonitor | None = None
     alerts: AlertNotifier | None = None
 
 
 def build_services(config: Config) -> Services:
     engine = create_engine(config.engine)
-    cache = ResponseCache(config.cache) if config.cache.enabled and config.cache.mode != "off" else None
+    cache = _cache(config)
     scheduler = Scheduler(config.scheduler, engine)
     pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache))
     services = Services(config, engine, scheduler, Keyring(config), pipeline, cache, _gpu_monitor(config, scheduler))
@@ -39,6 +40,14 @@ def build_services(config: Config) -> Services:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)
     return services
+
+
+def _cache(config: Config) -> ResponseCache | RedisResponseCache | None:
+    if not config.cache.enabled or config.cache.mode == "off":
+        return None
+    if config.cache.backend == "redis":
+        return RedisResponseCache(config.cache, config.state.redis_url)
+    return ResponseCache(config.cache)
 
 
 def _gpu_monitor(config: Config, scheduler: Scheduler) -> GpuMonitor | None:

@@ -14,6 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
 from api.routes import router
+from cache.redis_store import CacheUnavailable
 from monitor.metrics import Metrics
 from pipeline.params import ChatCompletionRequest
 from wiring import Services
@@ -28,7 +29,12 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if services.cache is not None:
-            await services.cache.open()
+            try:
+                await services.cache.open()
+            except CacheUnavailable as exc:  # the server stops at once, with this line and no trace
+                log.error("%s", exc)
+                if on_engine_failure is not None:
+                    on_engine_failure(exc)
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from cache.flight import SingleFlight
 from cache.keys import CacheKey, KeyedRequest, is_cacheable, make_key
+from cache.redis_store import RedisResponseCache
 from cache.store import CachedResponse, ResponseCache
 from pipeline.params import ChatCompletionRequest
 from settings.schema import CacheConfig
@@ -18,6 +19,7 @@ class CachePlan:
     key: CacheKey | None = None  # None: the cache is bypassed
     read: bool = False
     leader: bool = False
+    claimed: bool = False  # holds the key for the other gateways sharing the cache
 
     @property
     def status(self) -> str:
@@ -25,7 +27,7 @@ class CachePlan:
 
 
 class CachePath:
-    def __init__(self, cache: ResponseCache | None, config: CacheConfig, flight: SingleFlight | None = None) -> None:
+    def __init__(self, cache: ResponseCache | RedisResponseCache | None, config: CacheConfig, flight: SingleFlight | None = None) -> None:
         self.cache = cache
         self.config = config
         self.flight = flight or SingleFlight()
@@ -57,10 +59,25 @@ class CachePath:
         leader = self.flight.follow(plan.key.digest)
         if leader is None:
             plan.leader = True
-            return None
+            return await self._across_gateways(plan)
         shared = await asyncio.shield(leader)  # None when the leader failed: generate on our own
         if shared is not None:
             self.cache.shared_hit()  # served as a hit, so the stats count it as one
+        return shared
+
+    async def _across_gateways(self, plan: CachePlan) -> CachedResponse | None:
+        """With a shared cache, one gateway generates and the others wait for its answer."""
+        claim = getattr(self.cache, "claim", None)
+        if claim is None:
+            return None
+        if await claim(plan.key):
+            plan.claimed = True
+            return None
+        shared = await self.cache.answer_of_another(plan.key)
+        if shared is not None:
+            self.cache.shared_hit()
+            self.flight.finish(plan.key.digest, shared)
+            plan.leader = False
         return shared
 
     def store(self, plan: CachePlan, result: CachedResponse) -> None:
@@ -72,6 +89,14 @@ class CachePath:
             self.flight.finish(plan.key.digest, result)
 
     def release(self, plan: CachePlan) -> None:
-        """After the request ends in any way, release followers still waiting."""
+        """After the request ends in any way, release followers still waiting, here and on the
+        other gateways (after the answer is written, so they find it)."""
         if plan.leader and plan.key is not None:
             self.flight.finish(plan.key.digest, None)
+        if plan.claimed:
+            plan.claimed = False
+            asyncio.ensure_future(self._unclaim(plan.key))
+
+    async def _unclaim(self, key: CacheKey) -> None:
+        await self.cache.flush()
+        await self.cache.unclaim(key)

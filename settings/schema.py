@@ -224,9 +224,11 @@ class SchedulerConfig(Section):
 
 
 class CacheConfig(Section):
-    """The response cache in front of the queue (SQLite through aiosqlite)."""
+    """The response cache in front of the queue: SQLite through aiosqlite, or Redis to share it
+    between gateways."""
 
     enabled: bool = True
+    backend: Literal["sqlite", "redis"] = "sqlite"
     path: str = "data/response-cache.sqlite3"
     ttl_s: float = Field(86_400.0, ge=1.0)
     max_entries: int = Field(10_000, ge=1)
@@ -236,6 +238,12 @@ class CacheConfig(Section):
     casefold: bool = False
     namespace_by_key: bool = False
     purge_interval_s: float = Field(60.0, ge=0.1)
+
+
+class StateConfig(Section):
+    """Where gateways share state (the cache with `cache.backend: redis`)."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
 
 
 class MonitorConfig(Section):
@@ -270,6 +278,7 @@ class Config(Section):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -91,6 +93,11 @@ def live_server(*overrides: str, wait_ready: bool = True, base: list[str] = FAST
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("test server did not start")
         time.sleep(0.01)
+    if failures:  # a part that failed at start-up (a shared cache that does not answer)
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+        raise RuntimeError(f"the server did not start: {failures[0]}")
     try:
         yield live
     finally:
@@ -129,3 +136,42 @@ def vllm_server(vllm_installed: None) -> Iterator[LiveServer]:
     """The real vLLM engine with one engine slot, shared by every vLLM test of the run."""
     with live_server(base=VLLM, startup_timeout=600) as live:
         yield live
+
+
+
+@contextlib.contextmanager
+def redis_server(folder: str) -> Iterator[str]:
+    """A real redis-server on a loopback port (no persistence), stopped on the way out; skips
+    where Debian's redis-server is missing, unless REQUIRE_REDIS (set by CI) makes that a failure."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("REQUIRE_REDIS"):
+            pytest.fail("redis-server is not installed but REQUIRE_REDIS is set")
+        pytest.skip("redis-server is not installed (.ci/run installs Debian's)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", folder], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:
+            conn.sendall(b"PING\r\n")
+            if conn.recv(16).startswith(b"+PONG"):
+                break
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("redis-server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Redis for the whole run."""
+    with redis_server(str(tmp_path_factory.mktemp("redis"))) as url:
+        yield url
