@@ -14,6 +14,8 @@ from monitor.gpu import GpuMonitor, MemoryGuard, NvmlReader
 from pipeline.cache_path import CachePath
 from pipeline.caller import Keyring
 from pipeline.chat import ChatPipeline
+from pipeline.rate_limit import RateLimiter
+from pipeline.shared_counts import SharedCounts
 from scheduler.loop import Scheduler
 from settings.schema import Config
 
@@ -34,8 +36,11 @@ def build_services(config: Config) -> Services:
     engine = create_engine(config.engine)
     cache = _cache(config)
     scheduler = Scheduler(config.scheduler, engine)
-    pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache))
-    services = Services(config, engine, scheduler, Keyring(config), pipeline, cache, _gpu_monitor(config, scheduler))
+    keyring = Keyring(config)
+    shared = SharedCounts(config.state.redis_url, keyring.limits_by_name(), config.state.sync_interval_s
+                          ) if config.state.shared_limits else None
+    pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=shared))
+    services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler))
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)

@@ -40,6 +40,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]
         if services.alerts is not None:
             background.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
+        if (shared := services.pipeline.limiter.shared) is not None:
+            background.append(asyncio.create_task(shared.run_forever(), name="shared-limits"))
         try:
             yield
         finally:

@@ -9,10 +9,13 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from pipeline.caller import Caller
 from pipeline.refusal import Refusal
+
+if TYPE_CHECKING:
+    from pipeline.shared_counts import SharedCounts
 
 WINDOW_S = 60.0
 DAY_S = 86_400.0
@@ -60,31 +63,37 @@ class _Account:
 
 
 class RateLimiter:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    """`shared`: counts of every gateway on the same Redis (pipeline/shared_counts.py); without it,
+    this process's own."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, shared: SharedCounts | None = None) -> None:
         self.clock = clock
+        self.shared = shared
         self._accounts: dict[str, _Account] = {}
 
     def admit_request(self, caller: Caller) -> None:
         """Counts one request against `rpm`, or refuses it."""
         rpm, account, now = caller.limits.rpm, self._account(caller), self.clock()
-        if rpm is not None and account.requests.used(now) + 1 > rpm:
+        if rpm is not None and self._used(caller.name, "requests", account.requests.used(now)) + 1 > rpm:
             wait = account.requests.wait_for_room(now, 1, rpm)
             raise self._refusal(caller, f"rate limit reached for {caller.name}: {rpm} requests per minute", wait)
         account.requests.add(now, 1)
+        self._share(caller.name, "requests", 1)
 
     def check_tokens(self, caller: Caller, prompt_tokens: int) -> None:
         """Refuses a prompt that `tpm` or the daily quota has no room for. The prompt is spent once
         the queue takes the request, the completion when it ends."""
         limits, account, now = caller.limits, self._account(caller), self.clock()
         self._roll_day(account, now)
-        if limits.daily_tokens is not None and account.day_tokens + prompt_tokens > limits.daily_tokens:
+        day_tokens = self._used(caller.name, "day", account.day_tokens)
+        if limits.daily_tokens is not None and day_tokens + prompt_tokens > limits.daily_tokens:
             raise self._refusal(caller, f"daily token quota of {limits.daily_tokens} reached for {caller.name}; "
                                 f"it renews at 00:00 UTC", _until_tomorrow(now), code="insufficient_quota")
         if limits.tpm is not None:
             if prompt_tokens > limits.tpm:
                 raise self._refusal(caller, f"request too large for {caller.name}: {prompt_tokens} prompt tokens, "
                                     f"over the limit of {limits.tpm} tokens per minute", WINDOW_S)
-            if account.tokens.used(now) + prompt_tokens > limits.tpm:
+            if self._used(caller.name, "tokens", account.tokens.used(now)) + prompt_tokens > limits.tpm:
                 wait = account.tokens.wait_for_room(now, prompt_tokens, limits.tpm)
                 raise self._refusal(caller, f"rate limit reached for {caller.name}: {limits.tpm} tokens per minute",
                                     wait)
@@ -94,6 +103,8 @@ class RateLimiter:
         self._roll_day(account, now)
         account.tokens.add(now, tokens)
         account.day_tokens += tokens
+        self._share(caller.name, "tokens", tokens)
+        self._share(caller.name, "day", tokens)
 
     def headers(self, caller: Caller) -> dict[str, str]:
         """OpenAI's rate-limit headers, for the limits this caller has."""
@@ -103,7 +114,8 @@ class RateLimiter:
         for kind, limit, window in (("requests", limits.rpm, account.requests), ("tokens", limits.tpm, account.tokens)):
             if limit is not None:
                 out[f"x-ratelimit-limit-{kind}"] = str(limit)
-                out[f"x-ratelimit-remaining-{kind}"] = str(max(0, limit - window.used(now)))
+                used = self._used(caller.name, kind, window.used(now))
+                out[f"x-ratelimit-remaining-{kind}"] = str(max(0, limit - used))
                 out[f"x-ratelimit-reset-{kind}"] = duration(window.reset_s(now))
         return out
 
@@ -113,7 +125,14 @@ class RateLimiter:
         if account is None:
             return 0
         self._roll_day(account, self.clock())
-        return account.day_tokens
+        return self._used(name, "day", account.day_tokens)
+
+    def _used(self, name: str, kind: str, local: int) -> int:
+        return local if self.shared is None else self.shared.used(name, kind, local)
+
+    def _share(self, name: str, kind: str, amount: int) -> None:
+        if self.shared is not None:
+            self.shared.add(name, kind, amount)
 
     def _account(self, caller: Caller) -> _Account:
         return self._accounts.setdefault(caller.name, _Account())

@@ -241,9 +241,11 @@ class CacheConfig(Section):
 
 
 class StateConfig(Section):
-    """Where gateways share state (the cache with `cache.backend: redis`)."""
+    """Where gateways share state: the cache with `cache.backend: redis`, and the rate limits."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    shared_limits: bool = False  # rpm, tpm and daily quotas counted across every gateway on redis_url
+    sync_interval_s: float = Field(0.25, ge=0.01)  # how often each gateway pushes and reads the counts
 
 
 class MonitorConfig(Section):
