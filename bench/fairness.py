@@ -279,9 +279,15 @@ def write_markdown(path: Path, meta: dict[str, Any], tables: list[Table]) -> Non
             "bench/fairness.py --markdown docs/BENCHMARKS.md` (`--real` for vLLM).\n\n"
             f"Run: {meta['mode']}, commit {meta['commit']}, seed {meta['seed']}, {meta['duration_s']:g} s of sending "
             f"per scenario, extra settings: {' '.join(meta['extra_settings']) or 'none'}, {meta['run_s']:.0f} s.\n")
-    section = "\n".join([head, *(t.markdown() for t in tables)]).rstrip() + "\n"
+    write_section(path, SECTION, "\n".join([head, *(t.markdown() for t in tables)]))
+
+
+def write_section(path: Path, heading: str, section: str) -> None:
+    """Replace the part of a Markdown file from `heading` (a `## ` line) to the next `## ` heading
+    with `section` (which starts with that heading), or append it when the file has none."""
+    section = section.rstrip() + "\n"
     text = path.read_text() if path.exists() else ""
-    old = re.compile(rf"^{SECTION}\n.*?(?=^## |\Z)", re.S | re.M)  # up to the next `## ` heading or the end
+    old = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)  # to the next `## ` heading or the end
     if old.search(text):
         path.write_text(old.sub(lambda m: section + ("\n" if m.end() < len(text) else ""), text, count=1))
     else:

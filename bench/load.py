@@ -391,12 +391,12 @@ async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
 
 async def _sample_vllm(client: httpx.AsyncClient, sample: Sample) -> None:
     text = (await client.get("/metrics", timeout=2)).text
-    sample.waiting = int(_metric_sum(text, "vllm:num_requests_waiting"))
-    sample.running = int(_metric_sum(text, "vllm:num_requests_running"))
+    sample.waiting = int(metric_sum(text, "vllm:num_requests_waiting"))
+    sample.running = int(metric_sum(text, "vllm:num_requests_running"))
 
 
-def _metric_sum(text: str, name: str) -> float:
-    """A Prometheus gauge summed over its label sets (one per engine)."""
+def metric_sum(text: str, name: str) -> float:
+    """A Prometheus gauge or counter summed over its label sets (one per engine, per class)."""
     total = 0.0
     for line in text.splitlines():
         if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):

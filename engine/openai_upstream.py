@@ -38,7 +38,7 @@ class OpenAIUpstreamEngine:
     def __init__(self, config: OpenAIUpstreamConfig) -> None:
         self.config = config
         self.pool = UpstreamPool([Upstream(u.url.rstrip("/"), u.api_key, u.weight) for u in config.upstreams],
-                                 config.eject_after, config.prefix_affinity)
+                                 config.eject_after, config.prefix_affinity, config.slots_per_upstream)
         self._client: httpx.AsyncClient | None = None
         self._model = config.model
         self._max_model_len = config.max_model_len
@@ -90,7 +90,7 @@ class OpenAIUpstreamEngine:
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         tried: list[Upstream] = []
-        affinity = json.dumps(prompt.payload["messages"][:2])
+        affinity = json.dumps(prompt.payload["messages"][:1])  # a shared system prompt, or a conversation
         while True:
             upstream = self.pool.pick(affinity, exclude=tuple(tried))
             if upstream is None:
@@ -197,27 +197,28 @@ class OpenAIUpstreamEngine:
 
     async def _watch_forever(self) -> None:
         """Each upstream's load every metrics interval; health (a failing one out, a recovered one
-        back) every health interval."""
-        ticks_per_check = max(1, round(self.config.health_interval_s / self.config.metrics_interval_s))
+        back) every health interval; whichever is shorter sets the tick."""
+        health, metrics = self.config.health_interval_s, self.config.metrics_interval_s
+        tick_s = min(health, metrics)
+        every_health, every_metrics = max(1, round(health / tick_s)), max(1, round(metrics / tick_s))
         tick = 0
         while True:
-            check = tick % ticks_per_check == 0
-            await asyncio.gather(*(self._probe(u, check) for u in self.pool.upstreams))
+            check, read = tick % every_health == 0, tick % every_metrics == 0
+            await asyncio.gather(*(self._probe(u, check, read) for u in self.pool.upstreams))
             tick += 1
-            await asyncio.sleep(self.config.metrics_interval_s)
+            await asyncio.sleep(tick_s)
 
-    async def _probe(self, upstream: Upstream, check_health: bool) -> None:
-        if not upstream.healthy and not check_health:
-            return
+    async def _probe(self, upstream: Upstream, check_health: bool, read_metrics: bool) -> None:
         try:
             if check_health:
                 response = await self._client.get(upstream.url + "/models", headers=_auth(upstream), timeout=5)
                 response.raise_for_status()
                 if self.pool.succeeded(upstream):
                     log.warning("upstream %s is back", upstream.url)
-            metrics = await self._client.get(upstream.root + "/metrics", timeout=5)
-            if metrics.status_code == 200:
-                read_vllm_metrics(upstream, metrics.text)
+            if read_metrics and upstream.healthy:
+                metrics = await self._client.get(upstream.root + "/metrics", timeout=5)
+                if metrics.status_code == 200:
+                    read_vllm_metrics(upstream, metrics.text)
         except httpx.HTTPError as exc:
             if check_health and self.pool.failed(upstream):
                 log.warning("upstream %s taken out: %s", upstream.url, exc)

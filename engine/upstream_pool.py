@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 _SAMPLE = re.compile(r"^(vllm:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN)\s*$", re.MULTILINE)
-AFFINITY_SLACK = 4  # sequences more than the least loaded that the prefix's upstream may carry
+AFFINITY_SHARE = 0.125  # of its slots, the load a prefix's upstream may carry above the least loaded
 
 
 @dataclass(slots=True)
@@ -38,10 +38,12 @@ class Upstream:
 
 
 class UpstreamPool:
-    def __init__(self, upstreams: list[Upstream], eject_after: int = 2, prefix_affinity: bool = True) -> None:
+    def __init__(self, upstreams: list[Upstream], eject_after: int = 2, prefix_affinity: bool = True,
+                 slots: int = 128) -> None:
         self.upstreams = upstreams
         self.eject_after = eject_after
         self.prefix_affinity = prefix_affinity
+        self.slots = slots
 
     @property
     def healthy(self) -> list[Upstream]:
@@ -55,7 +57,9 @@ class UpstreamPool:
         if not (self.prefix_affinity and affinity):
             return least
         preferred = max(candidates, key=lambda u: _rendezvous(affinity, u.url))
-        return preferred if preferred.load <= least.load + AFFINITY_SLACK else least
+        slack = max(1.0, AFFINITY_SHARE * self.slots)
+        roomy = preferred.load * preferred.weight + 1 <= self.slots  # a free slot: nothing waits there
+        return preferred if roomy and preferred.load <= least.load + slack else least
 
     def failed(self, upstream: Upstream) -> bool:
         """A failed request or health check; True when this one took the upstream out."""

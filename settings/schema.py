@@ -157,7 +157,7 @@ class OpenAIUpstreamConfig(Section):
     max_model_len: int = Field(0, ge=0)  # 0: what the upstream reports (vLLM does), else 4096
     slots_per_upstream: int = Field(128, ge=1)  # sequences each runs at once; capacity is their sum
     send_priority: bool = True  # pass the class as vLLM's `priority` (needs --scheduling-policy priority)
-    prefix_affinity: bool = True  # the same system prompt and first message go to the same upstream
+    prefix_affinity: bool = True  # the same first message (system prompt, conversation) goes to the same upstream
     health_interval_s: float = Field(5.0, ge=0.1)
     metrics_interval_s: float = Field(1.0, ge=0.1)
     eject_after: int = Field(2, ge=1)  # consecutive failures that take an upstream out

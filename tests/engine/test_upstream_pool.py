@@ -36,7 +36,7 @@ def test_failing_upstreams_are_taken_out_and_brought_back():
 
 
 def test_a_prefix_keeps_its_upstream_unless_it_is_much_busier():
-    p = pool(0, 0, 0)
+    p = pool(0, 0, 0, slots=32)  # slack: 4 sequences
     chosen = {p.pick("system prompt A").url for _ in range(5)}
     assert len(chosen) == 1
     favourite = next(u for u in p.upstreams if u.url in chosen)
@@ -57,3 +57,12 @@ def test_vllm_metrics_are_read_and_summed_over_models():
                                 'vllm:kv_cache_usage_perc{model_name="a"} 0.25\nvllm:other 9\n')
     assert (upstream.running, upstream.waiting, upstream.kv_usage) == (5.0, 7.0, 0.25)
     assert upstream.root == "http://u:8000"
+
+
+def test_a_prefix_never_waits_on_a_full_upstream():
+    p = pool(0, 0, slots=8)
+    favourite = p.pick("system prompt B")
+    favourite.running = 8  # every slot taken: a request sent there would queue
+    assert p.pick("system prompt B") is not favourite
+    favourite.running = 1  # within the slack of one sequence
+    assert p.pick("system prompt B") is favourite
