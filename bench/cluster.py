@@ -102,7 +102,8 @@ def upstream_process(index: int) -> ServerProcess:
 def gateway(upstreams: list[ServerProcess], extra: list[str], name: str = "gateway") -> Iterator[ServerProcess]:
     """A fresh gateway in front of `upstreams`, healthy and warmed up; always stopped."""
     urls = ",".join(f"{u.url}/v1" for u in upstreams)
-    settings = [*GATEWAY, f"engine.openai.upstreams=[{urls}]", f"scheduler.max_concurrency={LIMIT * len(upstreams)}",
+    settings = [*GATEWAY, f"engine.openai.upstreams=[{urls}]", f"engine.openai.slots_per_upstream={LIMIT}",
+                f"scheduler.max_concurrency={LIMIT * len(upstreams)}",
                 *extra]
     port = free_port()
     server = ServerProcess(name, app_argv(port, settings, venv_python()), port, log_prefix="bench-cluster")
@@ -262,10 +263,9 @@ def scaling(upstreams: list[ServerProcess], c1: float, args: argparse.Namespace,
                   "share: each upstream's gptoss_requests_admitted_total over the run",
                   f"queued upstream: requests that waited over 5 ms in an upstream's own queue (all {LIMIT} running "
                   "there), from the upstreams' logs, and the longest such wait. Every prompt here is unique, so "
-                  "prefix affinity (on by default) sends each request to a random upstream unless that one carries "
-                  "more than 4 sequences above the least loaded (AFFINITY_SLACK in engine/upstream_pool.py); with "
-                  f"{LIMIT} running per upstream that skew queues requests at one upstream while another has idle "
-                  "slots: compare the affinity off row",
+                  "prefix affinity (on by default) sends each request to a random upstream, held there only while "
+                  f"it has a free slot of its {LIMIT} (engine.openai.slots_per_upstream) and at most an eighth of "
+                  "them more than the least loaded: compare the affinity off row",
                   f"CPU busy: the whole machine ({os.cpu_count()} CPUs, client and every server) while the run lasted"]
                  ), rates
 
