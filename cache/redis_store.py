@@ -37,6 +37,7 @@ class RedisResponseCache:
         self._redis: Redis | None = None
         self._writes: set[asyncio.Task] = set()
         self.hits = self.misses = self.errors = 0
+        self._down = False
 
     async def open(self) -> None:
         self._redis = Redis.from_url(self.url)
@@ -108,10 +109,16 @@ class RedisResponseCache:
                 "errors": self.errors, "ttl_s": self.config.ttl_s}
 
     async def _call(self, command: Any, failed: Any = None) -> Any:
-        """A Redis that stops answering costs cache hits, never an answer."""
+        """A Redis that stops answering costs cache hits, never an answer (logged once each way)."""
         try:
-            return await command
+            result = await command
         except (RedisError, OSError) as exc:
+            if not self._down:
+                log.warning("redis cache: %s; answering without the cache until Redis is back", exc)
             self.errors += 1
-            log.warning("redis cache: %s", exc)
+            self._down = True
             return failed
+        if self._down:
+            log.warning("redis cache: Redis answers again")
+            self._down = False
+        return result
