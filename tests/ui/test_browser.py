@@ -308,6 +308,9 @@ def test_apply_concurrency_limit(make_ui_server: Callable, open_page: Callable, 
     box = page.locator("#max-concurrency input")
     expect(box).to_have_value("0")  # 0: the engine's slots bound the adaptive limit
     box.fill("3")
+    box.press("Tab")  # the number is committed on blur, as when a person moves on to the button
+    expect(box).to_have_value("3")
+    page.wait_for_timeout(300)  # the page's own state catches up with the field before the click reads it
     shot(page, "filled")
     page.locator("#apply-limits").click()
     expect(page.locator("#operator-status")).to_contain_text("applied", timeout=WAIT_MS)
