@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cache.keys import namespace_for
 from pipeline.refusal import Refusal
@@ -27,30 +27,21 @@ class Caller:
     limits: Limits = field(default_factory=Limits)
 
 
-@dataclass(slots=True, frozen=True)
-class _Key:
-    name: str
-    key_class: PriorityClass | None = None
-    ceiling: PriorityClass | None = None
-    admin: bool = False
-    limits: Limits = field(default_factory=Limits)
-
-
 class Keyring:
     """Keys are held as SHA-256 digests only, so a named key may be configured by its digest."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         server = config.server
-        self._keys: dict[str, _Key] = {}
-        admins = {digest(k) for k in server.admin_keys}
+        self._keys: dict[str, Caller] = {}  # by the key's digest; the namespace is filled in per call
         for key in {*server.api_keys, *config.scheduler.priority_keys, *server.admin_keys}:
             high = PriorityClass.HIGH if key in config.scheduler.priority_keys else None
-            self._keys[digest(key)] = _Key(key_name(key), high, None, digest(key) in admins, server.default_limits)
+            self._keys[digest(key)] = Caller(key_name(key), high, admin=key in server.admin_keys,
+                                             limits=server.default_limits)
         for named in server.keys:
             cls = PriorityClass(named.priority_class)
-            self._keys[(named.key_sha256 or digest(named.key or "")).lower()] = _Key(
-                named.name, cls, cls, named.admin, named.over(server.default_limits))
+            self._keys[(named.key_sha256 or digest(named.key or "")).lower()] = Caller(
+                named.name, cls, cls, named.admin, limits=named.over(server.default_limits))
         self._any_admin = any(k.admin for k in self._keys.values())
         self._required = bool(server.api_keys or server.keys)
 
@@ -81,18 +72,14 @@ class Keyring:
         return self.caller_for(key)
 
     def caller_for(self, key: str | None) -> Caller:
-        entry = self._lookup(key)
-        namespace = namespace_for(key, self.config.cache)
-        if entry is None:
-            return Caller(ANONYMOUS, admin=not self._any_admin, cache_namespace=namespace,
-                          limits=self.config.server.anonymous_limits)
-        return Caller(entry.name, entry.key_class, entry.ceiling, entry.admin or not self._any_admin, namespace,
-                      entry.limits)
+        known = self._lookup(key) or Caller(ANONYMOUS, limits=self.config.server.anonymous_limits)
+        return replace(known, admin=known.admin or not self._any_admin,
+                       cache_namespace=namespace_for(key, self.config.cache))
 
     def is_known(self, key: str | None) -> bool:
         return self._lookup(key) is not None
 
-    def _lookup(self, key: str | None) -> _Key | None:
+    def _lookup(self, key: str | None) -> Caller | None:
         return self._keys.get(digest(key)) if key else None
 
 
