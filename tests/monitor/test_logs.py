@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import subprocess
 
 import httpx
 import pytest
@@ -116,12 +117,8 @@ def test_a_real_server_never_writes_the_priority_key(tmp_path):
         assert response.status_code == 200 and response.headers["x-priority"] == "high"
         assert chat(url, max_tokens=2, headers={"Authorization": f"Bearer {SECRET}"}).status_code == 200
         assert httpx.get(f"{url}/livez?token={SECRET}", timeout=10).json() == {"status": "alive"}
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
     finally:
-        proc.kill()
-        if proc.stdout and not proc.stdout.closed:
-            proc.stdout.close()
+        out = interrupt(proc)
     assert proc.returncode == 130
     written = log_file.read_text()
     assert "finish id=" in written  # the queue log reached the file
@@ -144,12 +141,20 @@ def test_a_named_key_from_a_key_file_is_logged_by_its_name_only(tmp_path):
         response = chat(url, max_tokens=2, headers={"Authorization": f"Bearer {secret}"})
         assert response.status_code == 200 and response.headers["x-priority"] == "high"
         assert httpx.get(f"{url}/v1/models?token={secret}", timeout=10).status_code == 200
+    finally:
+        out = interrupt(proc)
+    written = log_file.read_text()
+    assert "caller=alice" in written
+    assert secret not in written and secret not in out
+
+
+def interrupt(proc: subprocess.Popen) -> str:
+    """Ctrl-C, then what the server printed; killed if it does not stop."""
+    try:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=30)
+        return out
     finally:
         proc.kill()
         if proc.stdout and not proc.stdout.closed:
             proc.stdout.close()
-    written = log_file.read_text()
-    assert "caller=alice" in written
-    assert secret not in written and secret not in out
