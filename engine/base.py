@@ -39,6 +39,10 @@ class EngineError(RuntimeError):
     """A request failed inside the engine."""
 
 
+class EngineRejected(EngineError):
+    """The engine refused the request itself (an upstream's own 4xx): the client's to fix."""
+
+
 class EngineOutOfMemory(EngineError):
     """The engine ran out of KV cache; admission control exists so this never happens."""
 

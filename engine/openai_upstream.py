@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator
 import httpx
 
 from core.types import ChatMessage, Delta, GenParams, Prompt
-from engine.base import Capabilities, EngineError, EngineStats
+from engine.base import Capabilities, EngineError, EngineRejected, EngineStats
 from engine.upstream_pool import Upstream, UpstreamPool, read_vllm_metrics
 from settings.schema import EngineConfig, OpenAIUpstreamConfig
 
@@ -126,7 +126,7 @@ class OpenAIUpstreamEngine:
                 if response.status_code >= 500 or response.status_code in (408, 429):
                     raise UpstreamUnavailable(f"{upstream.url} answered {response.status_code}")
                 if response.status_code >= 400:
-                    raise EngineError(_error_message(await response.aread(), response.status_code))
+                    raise EngineRejected(_error_message(await response.aread(), response.status_code))
                 async for delta in self._deltas(response):
                     yield delta
         except httpx.HTTPError as exc:

@@ -16,6 +16,7 @@ _STATUS: dict[Outcome, tuple[int, str]] = {
     Outcome.SHUTDOWN: (503, "server_shutting_down"),
     Outcome.DISCONNECT: (499, "client_disconnected"),
     Outcome.ENGINE_ERROR: (500, "engine_error"),
+    Outcome.ENGINE_REJECTED: (400, "upstream_rejected"),
 }
 
 

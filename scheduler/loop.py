@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict, deque
 from typing import Callable
 
-from engine.base import EngineBackend, EngineError
+from engine.base import EngineBackend, EngineError, EngineRejected
 from scheduler.admission import AdmissionController
 from scheduler.door import predicted_wait_s, queue_room, wait_refusal
 from scheduler.estimate import ArrivalRates, DrainEstimator
@@ -229,6 +229,9 @@ class Scheduler:
             await self.engine.abort(request.request_id)
             message = "the server is shutting down" if self.closed else "the request was cancelled"
             ticket.events.put_nowait(SchedulerError(outcome, message))
+        except EngineRejected as exc:
+            outcome = Outcome.ENGINE_REJECTED
+            ticket.events.put_nowait(SchedulerError(outcome, str(exc)))
         except EngineError as exc:
             outcome = Outcome.ENGINE_ERROR
             ticket.events.put_nowait(SchedulerError(outcome, f"the engine failed this request: {exc}"))

@@ -20,6 +20,7 @@ class Outcome(str, Enum):
     DISCONNECT = "disconnect"
     SHUTDOWN = "shutdown"
     ENGINE_ERROR = "engine_error"
+    ENGINE_REJECTED = "engine_rejected"  # the engine found the request invalid (an upstream's 4xx)
 
     def __str__(self) -> str:
         return self.value

@@ -106,3 +106,12 @@ def test_upstreams_from_the_command_line(value: str, urls: list[str]) -> None:
     from settings import load_config
     config = load_config(None, overrides=[f"engine.openai.upstreams={value}"])
     assert [u.url for u in config.engine.openai.upstreams] == urls
+
+
+def test_an_upstreams_own_refusal_reaches_the_client_as_a_400() -> None:
+    with running(FakeUpstream("a", status=400)) as (a,), gateway(a) as live:
+        answer = ask(live)
+        error = answer.json()["error"]
+        assert answer.status_code == 400 and error["code"] == "upstream_rejected"
+        assert "upstream trouble" in error["message"]
+        assert live.services.engine.pool.upstreams[0].healthy  # the client's fault, not the upstream's
