@@ -15,11 +15,12 @@ from typing import Callable, Iterable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from pipeline.rate_limit import DAY_S, WINDOW_S
+
 log = logging.getLogger("gpt_oss_webui.limits")
 
 PREFIX = "gptoss:limits:"
-WINDOW_S = 60
-DAY_S = 86_400
+WINDOW = int(WINDOW_S)  # one-second slots in the window
 KINDS = ("requests", "tokens", "day")
 
 
@@ -47,7 +48,7 @@ class SharedCounts:
         total = self._totals.get((name, kind))
         if total is None:
             return local
-        oldest = self._slot(kind) - (0 if kind == "day" else WINDOW_S - 1)
+        oldest = self._slot(kind) - (0 if kind == "day" else WINDOW - 1)
         return total + sum(n for slot, n in self._pending.get((name, kind), ()) if slot >= oldest)
 
     async def run_forever(self) -> None:
@@ -67,7 +68,7 @@ class SharedCounts:
                     for slot, amount in adds:
                         key = self._key(name, kind, slot)
                         pipe.incrby(key, amount)
-                        pipe.expire(key, 2 * DAY_S if kind == "day" else 2 * WINDOW_S)
+                        pipe.expire(key, int(2 * DAY_S) if kind == "day" else 2 * WINDOW)
                 await pipe.execute()
                 totals = await self._read_totals()
         except (RedisError, OSError) as exc:
@@ -85,7 +86,7 @@ class SharedCounts:
 
     async def _read_totals(self) -> dict[tuple[str, str], int]:
         names = sorted(self._names)
-        window = [self._slot("requests") - i for i in range(WINDOW_S)]
+        window = [self._slot("requests") - i for i in range(WINDOW)]
         async with self._redis.pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.mget([self._key(name, "requests", s) for s in window])

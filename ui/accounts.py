@@ -8,11 +8,10 @@ import time
 
 from pipeline.accounts import Account, accounts
 from pipeline.caller import Caller
+from pipeline.rate_limit import DAY_S
 from settings.schema import Limits
 from ui.i18n import message
 from wiring import Services
-
-DAY_S = 86_400
 
 
 def _accounts(services: Services, viewer: Caller, only: str | None = None) -> list[Account]:
