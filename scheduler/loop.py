@@ -32,6 +32,7 @@ log = logging.getLogger("gpt_oss_webui.queue")
 _TICK_S = 0.1
 _FINISHED_KEPT = 1000
 _NO_SLOT_LIMIT = 4096
+_MIN_DECODED = 8  # a request's own TPOT says little over fewer tokens
 
 
 class Scheduler:
@@ -212,18 +213,24 @@ class Scheduler:
     async def _run(self, ticket: Ticket) -> None:
         request = ticket.request
         outcome = Outcome.FINISH
+        first: float | None = None
         last: float | None = None
+        decoded = 0
         try:
             async for delta in self.engine.generate(request.request_id, request.prompt, request.params):
                 ticket.events.put_nowait(delta)
                 now = self.clock()
-                if last is None:
+                if first is None:
+                    first = now
                     self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
                                           elapsed_s=now - request.arrival))
                 else:
                     self.pace.record(now - last, delta.num_tokens, self.admission.running)
+                    decoded += delta.num_tokens
                 self.share.served(request.caller, output_tokens=delta.num_tokens)
                 last = now
+            if decoded >= _MIN_DECODED and first is not None and last is not None:
+                self.limit.finished((last - first) / decoded)
         except asyncio.CancelledError:
             outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
             await self.engine.abort(request.request_id)

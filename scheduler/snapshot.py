@@ -31,6 +31,7 @@ class Snapshot:
     max_concurrency: int  # the limit's upper bound
     adaptive: bool
     measured_tpot_s: float | None
+    tpot_set_point_s: float  # where the limit keeps measured TPOT, trimmed by requests' own TPOT
     slo_tpot_s: float
     slo_ttft_s: float
     token_budget: int | None
@@ -62,6 +63,7 @@ def snapshot(s: Scheduler) -> Snapshot:
         max_concurrency=s.limit.upper,
         adaptive=s.config.limit.adaptive,
         measured_tpot_s=s.limit.tpot_s,
+        tpot_set_point_s=s.limit.target_s,
         slo_tpot_s=s.config.slo.tpot_s,
         slo_ttft_s=s.config.slo.ttft_s,
         token_budget=admission.token_budget,

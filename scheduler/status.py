@@ -21,6 +21,7 @@ def overall_status(snap: Snapshot) -> dict:
         "max_concurrency": snap.max_concurrency,
         "adaptive_limit": snap.adaptive,
         "measured_tpot_s": _round(snap.measured_tpot_s, 4),
+        "tpot_set_point_s": round(snap.tpot_set_point_s, 4),
         "slo": {"tpot_s": snap.slo_tpot_s, "ttft_s": snap.slo_ttft_s},
         "token_budget": snap.token_budget,
         "tokens_in_use": snap.tokens_in_use,

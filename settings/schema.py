@@ -196,6 +196,7 @@ class LimitConfig(Section):
     adaptive: bool = True
     initial: int = Field(16, ge=1, le=4096)
     headroom: float = Field(0.1, ge=0.0, le=0.9)
+    on_time_share: float = Field(0.9, ge=0.0, le=0.99)
     interval_s: float = Field(1.0, ge=0.05)
     high_reserve: float = Field(0.1, ge=0.0, le=0.9)
 

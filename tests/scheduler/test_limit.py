@@ -80,3 +80,47 @@ def test_pace_is_the_token_weighted_gap_per_interval():
     tpot, running = pace.take()
     assert tpot == pytest.approx(0.1) and running == pytest.approx(5.0)
     assert pace.take() == (None, 0.0)
+
+
+SPREAD = [0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15, 1.2, 0.95]  # requests' own TPOT around the batch's
+
+
+def run_with_requests(limit: ConcurrencyLimit, spread: list[float], steps: int, demand: int = 10_000) -> list[float]:
+    """As `run`, and each interval four requests finish with their own TPOT spread around the batch's."""
+    own: list[float] = []
+    for step in range(steps):
+        running = min(limit.value, demand)
+        tpot = 0.03 + 0.002 * running
+        limit.update(tpot, running)
+        for i in range(4):
+            own.append(tpot * spread[(4 * step + i) % len(spread)])
+            limit.finished(own[-1])
+    return own
+
+
+def on_time(tpots: list[float]) -> float:
+    return sum(t <= OBJECTIVE for t in tpots) / len(tpots)
+
+
+def test_set_point_trims_down_until_most_requests_own_tpot_meets_the_objective():
+    fixed = ConcurrencyLimit(LimitConfig(initial=8, on_time_share=0), OBJECTIVE, upper=512)
+    assert on_time(run_with_requests(fixed, SPREAD, steps=200)[-400:]) < 0.75  # the mean is met, a third miss
+    limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
+    own = run_with_requests(limit, SPREAD, steps=200)
+    assert on_time(own[-400:]) >= 0.85
+    assert limit.set_point_s < fixed.set_point_s and limit.value < fixed.value
+
+
+def test_set_point_rises_when_requests_tpot_barely_spreads():
+    limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
+    own = run_with_requests(limit, [0.98, 1.0, 1.02], steps=200)
+    assert limit.set_point_s > OBJECTIVE * (1 - LimitConfig().headroom)
+    assert limit.value > knee(0.03, 0.002)  # more running than the fixed headroom allowed...
+    assert on_time(own[-400:]) >= 0.85  # ...and still on time
+
+
+def test_set_point_holds_while_the_load_leaves_the_limit_unused():
+    limit = ConcurrencyLimit(LimitConfig(initial=20), OBJECTIVE, upper=512)
+    start = limit.set_point_s
+    run_with_requests(limit, [0.5], steps=30, demand=3)  # light load: fast requests say nothing of the knee
+    assert limit.set_point_s == start
