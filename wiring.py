@@ -16,6 +16,8 @@ from pipeline.caller import Keyring
 from pipeline.chat import ChatPipeline
 from pipeline.rate_limit import RateLimiter
 from pipeline.shared_counts import SharedCounts
+from pipeline.shared_usage import SharedUsage
+from pipeline.usage import UsageLedger
 from scheduler.loop import Scheduler
 from settings.schema import Config
 
@@ -37,9 +39,11 @@ def build_services(config: Config) -> Services:
     cache = _cache(config)
     scheduler = Scheduler(config.scheduler, engine)
     keyring = Keyring(config)
-    shared = SharedCounts(config.state.redis_url, keyring.limits_by_name(), config.state.sync_interval_s
-                          ) if config.state.shared_limits else None
-    pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=shared))
+    state = config.state
+    counts = SharedCounts(state.redis_url, keyring.limits_by_name(), state.sync_interval_s) if state.shared_limits else None
+    usage = UsageLedger(shared=SharedUsage(state.redis_url, state.sync_interval_s) if state.shared_usage else None)
+    pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
+                            usage)
     services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler))
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from fastapi import Request
 from fastapi.responses import Response
-from pydantic import ValidationError
 
 from api.auth import identify
+from api.body import parse_json
 from api.errors import APIError
 from api.openai_format import CompletionFormat
 from api.relay import complete_response, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
-from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest, describe
+from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest
 
 
 async def create_chat_completion(request: Request) -> Response:
@@ -38,19 +37,7 @@ async def create_chat_completion(request: Request) -> Response:
 
 
 def parse_body(raw: bytes) -> ChatCompletionRequest:
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:  # also bad UTF-8 and integers over Python's digit limit
-        raise APIError(400, f"request body is not valid JSON: {exc}", code="invalid_json") from None
-    except RecursionError:
-        raise APIError(400, "request body is not valid JSON: nested too deeply", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise APIError(400, "request body must be a JSON object", code="invalid_json")
-    try:
-        body = ChatCompletionRequest.model_validate(data)
-    except ValidationError as exc:
-        param, message = describe(exc)
-        raise APIError(400, message, param=param, code="invalid_value") from None
+    body = parse_json(raw, ChatCompletionRequest)
     if body.n not in (None, 1):
         raise APIError(400, f"only n=1 is supported; got n={body.n}", param="n", code="invalid_value")
     if len(body.stop_list) > 4:

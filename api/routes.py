@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from api.auth import identify
 from api.chat import create_chat_completion
+from api.tokenize import tokenize
 from api.errors import APIError
 from pipeline.accounts import accounts
 from pipeline.caller import ANONYMOUS, Caller
@@ -21,6 +22,7 @@ from wiring import Services
 
 router = APIRouter()
 router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
+router.add_api_route("/tokenize", tokenize, methods=["POST"])
 
 _STARTED = int(time.time())
 

@@ -42,6 +42,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             background.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
         if (shared := services.pipeline.limiter.shared) is not None:
             background.append(asyncio.create_task(shared.run_forever(), name="shared-limits"))
+        if (usage := services.pipeline.usage).shared is not None:
+            background.append(asyncio.create_task(usage.shared.run_forever(usage), name="shared-usage"))
         try:
             yield
         finally:

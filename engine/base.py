@@ -12,8 +12,7 @@ from settings.schema import EngineConfig
 @dataclass(slots=True, frozen=True)
 class Capabilities:
     """`token_budget`: KV tokens the engine holds (None: it manages its own memory, as an engine
-    behind a network hop does, and admission counts slots only). `exact_token_counts`: False where
-    prompt token counts are estimates (no local tokenizer)."""
+    behind a network hop does, and admission counts slots only)."""
 
     model: str
     max_model_len: int
@@ -22,7 +21,6 @@ class Capabilities:
     block_size: int = 1
     supports_reasoning_effort: bool = False
     max_num_seqs: int = 0  # sequences the engine runs at once; 0: no fixed limit
-    exact_token_counts: bool = True
 
 
 @dataclass(slots=True)
@@ -61,7 +59,7 @@ class EngineBackend(Protocol):
 
     async def stop(self) -> None: ...
 
-    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt: ...
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt: ...
 
     def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]: ...
 

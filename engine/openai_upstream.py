@@ -5,7 +5,8 @@ upstream (`engine/upstream_pool.py`), passes its class down as vLLM's `priority`
 answer back. A request that fails before its first token is retried on another upstream, so a
 client never sees that failure; once tokens have flowed, a failure ends the answer with a clean
 error. Cancelling the generator closes the upstream stream, and vLLM aborts the sequence. Prompt
-token counts are estimates (no local tokenizer): the upstream checks its own context length.
+tokens are counted by an upstream's `/tokenize` (vLLM's, or another gateway of ours); where none
+answers it, they are estimated from the characters, and the upstream checks its own context length.
 """
 
 from __future__ import annotations
@@ -59,8 +60,7 @@ class OpenAIUpstreamEngine:
         return Capabilities(model=self._model, max_model_len=self._max_model_len or _DEFAULT_CONTEXT,
                             token_budget=None, supports_priority=self.config.send_priority,
                             supports_reasoning_effort=True,
-                            max_num_seqs=self.config.slots_per_upstream * len(self.pool.upstreams),
-                            exact_token_counts=False)
+                            max_num_seqs=self.config.slots_per_upstream * len(self.pool.upstreams))
 
     async def start(self) -> None:
         """Ready once an upstream has said which model it serves; until then /healthz says loading."""
@@ -82,11 +82,32 @@ class OpenAIUpstreamEngine:
         if self._client is not None:
             await self._client.aclose()
 
-    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
-        chars = sum(len(m.content) for m in messages)
-        estimate = -(-chars // _CHARS_PER_TOKEN) + _MESSAGE_OVERHEAD * len(messages)
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
         chat = [{"role": m.role, "content": m.content} for m in messages]
-        return Prompt(num_tokens=estimate, payload={"messages": chat, "reasoning_effort": reasoning_effort})
+        counted = await self._count_tokens(chat, reasoning_effort) if self.config.tokenize else None
+        if counted is None:
+            chars = sum(len(m.content) for m in messages)
+            counted = -(-chars // _CHARS_PER_TOKEN) + _MESSAGE_OVERHEAD * len(messages)
+        return Prompt(num_tokens=counted, payload={"messages": chat, "reasoning_effort": reasoning_effort})
+
+    async def _count_tokens(self, chat: list[dict[str, str]], reasoning_effort: str | None) -> int | None:
+        """The prompt's tokens by an upstream's tokenizer; None where no upstream can say."""
+        upstream = self.pool.pick(exclude=tuple(u for u in self.pool.upstreams if not u.tokenizes))
+        if upstream is None or self._client is None:
+            return None
+        body: dict[str, Any] = {"model": self._model, "messages": chat, "add_generation_prompt": True}
+        if reasoning_effort:
+            body["reasoning_effort"] = reasoning_effort
+        try:
+            response = await self._client.post(upstream.root + "/tokenize", json=body, headers=_auth(upstream),
+                                               timeout=self.config.connect_timeout_s)
+            if response.status_code in (404, 405):
+                upstream.tokenizes = False
+                log.warning("upstream %s has no /tokenize: prompt tokens there are estimated", upstream.url)
+                return None
+            return int(response.json()["count"]) if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         tried: list[Upstream] = []

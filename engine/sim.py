@@ -97,7 +97,7 @@ class SimEngine:
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)
 
-    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
         text = "".join(f"<|{m.role}|>{m.content}<|end|>" for m in messages)
         tokens = sum(count_tokens(m.content) + _MESSAGE_OVERHEAD for m in messages)
         return Prompt(num_tokens=tokens + 1, payload=text)

@@ -25,6 +25,7 @@ class Upstream:
     kv_usage: float = 0.0
     in_flight: int = 0  # ours, counted as we send and finish
     served: int = 0
+    tokenizes: bool = True  # serves /tokenize, until it answers 404
 
     @property
     def root(self) -> str:

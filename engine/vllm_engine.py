@@ -92,7 +92,7 @@ class VllmEngine:
         await asyncio.to_thread(engine.shutdown, 5.0)
         engine.shutdown = lambda *args, **kwargs: None  # its __del__ would shut down again at exit and fail
 
-    def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
         chat = [{"role": m.role, "content": m.content} for m in messages]
         extra = {"reasoning_effort": reasoning_effort} if reasoning_effort and self._reasoning else {}
         text = self._tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False, **extra)

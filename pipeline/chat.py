@@ -76,7 +76,7 @@ class ChatPipeline:
     async def _start(self, call: ChatCall) -> ChatRun:
         body = call.params
         priority, score = self._priority(call)
-        check_model(self.engine, body)
+        check_model(self.engine, body.model)
         self.limiter.admit_request(call.caller)
         request_id = call.request_id or f"chatcmpl-{uuid.uuid4().hex}"
         plan = self.cache.plan(self.engine.capabilities.model, body, call.caller.cache_namespace, call.cache_control)
@@ -88,7 +88,7 @@ class ChatPipeline:
         run = ChatRun(self, call, request_id, priority, plan, hit)
         if hit is None:
             try:
-                run.ticket = self._submit(call, request_id, priority, score)
+                run.ticket = await self._submit(call, request_id, priority, score)
             except BaseException:
                 run.release()
                 raise
@@ -114,8 +114,8 @@ class ChatPipeline:
         except PriorityInputError as exc:
             raise Refusal(400, str(exc), param=exc.param, code="invalid_priority") from None
 
-    def _submit(self, call: ChatCall, request_id: str, priority: PriorityClass, score: float) -> Ticket:
-        prompt, params = prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
+    async def _submit(self, call: ChatCall, request_id: str, priority: PriorityClass, score: float) -> Ticket:
+        prompt, params = await prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
         caller = call.caller
         self.limiter.check_tokens(caller, prompt.num_tokens)
         request = Request(request_id=request_id, priority=priority, score=score, prompt=prompt, params=params,

@@ -79,6 +79,17 @@ class ChatCompletionRequest(BaseModel):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+class TokenizeRequest(BaseModel):
+    """vLLM's chat form of `POST /tokenize`: the messages as the chat template lays them out,
+    generation prompt included, so the count is what a completion's prompt would take."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    model: str | None = None
+    messages: list[Message] = Field(min_length=1)
+    reasoning_effort: Literal["low", "medium", "high"] | None = None
+
+
 def describe(error: ValidationError) -> tuple[str, str]:
     """(param, message) for the first problem, naming the parameter as OpenAI does."""
     first = max(error.errors(), key=lambda e: len(e["loc"]))

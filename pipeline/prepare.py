@@ -8,19 +8,23 @@ from pipeline.params import ChatCompletionRequest
 from pipeline.refusal import Refusal
 
 
-def check_model(engine: EngineBackend, body: ChatCompletionRequest) -> None:
-    model = engine.capabilities.model
-    if body.model != model:
-        raise Refusal(404, f"the model {body.model!r} does not exist; available: {model}", param="model",
+def check_model(engine: EngineBackend, model: str) -> None:
+    served = engine.capabilities.model
+    if model != served:
+        raise Refusal(404, f"the model {model!r} does not exist; available: {served}", param="model",
                       code="model_not_found")
 
 
-def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest,
-                       default_max_tokens: int) -> tuple[Prompt, GenParams]:
-    """The engine's prompt (exact token count) and the sampling parameters."""
+def check_ready(engine: EngineBackend) -> None:
     if not engine.ready:
         raise Refusal(503, "the model is still loading; retry shortly", code="engine_loading", retry_after_s=5)
-    prompt = engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
+
+
+async def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest,
+                       default_max_tokens: int) -> tuple[Prompt, GenParams]:
+    """The engine's prompt (exact token count) and the sampling parameters."""
+    check_ready(engine)
+    prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
     params = GenParams(
         max_tokens=_max_tokens(engine, body, prompt.num_tokens, default_max_tokens),
         temperature=1.0 if body.temperature is None else body.temperature,

@@ -1,13 +1,17 @@
 """Who used what: per caller, requests, tokens, cache hits, refusals and queue wait, in one-minute
 buckets (for any time window) and as lifetime totals (for Prometheus). Names only, never keys.
-In memory: a restart starts the figures again."""
+In memory, so a restart starts the figures again, unless the minutes are shared on Redis
+(`pipeline/shared_usage.py`)."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, fields
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from pipeline.shared_usage import SharedUsage
 
 BUCKET_S = 60
 RETENTION_S = 7 * 86_400
@@ -34,20 +38,26 @@ class UsageTotals:
 
 
 class UsageLedger:
-    def __init__(self, clock: Callable[[], float] = time.time, retention_s: float = RETENTION_S) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, retention_s: float = RETENTION_S,
+                 shared: SharedUsage | None = None) -> None:
         self.clock = clock
         self.retention_s = retention_s
+        self.shared = shared
         self.lifetime: dict[str, UsageTotals] = defaultdict(UsageTotals)
         self._buckets: dict[int, dict[str, UsageTotals]] = {}
 
     def record(self, caller: str, entry: UsageTotals) -> None:
         minute = int(self.clock() // BUCKET_S)
-        bucket = self._buckets.get(minute)
-        if bucket is None:
-            bucket = self._buckets[minute] = defaultdict(UsageTotals)
-            self._prune(minute)
-        bucket[caller].add(entry)
+        self._bucket(minute)[caller].add(entry)
         self.lifetime[caller].add(entry)
+        if self.shared is not None:
+            self.shared.add(minute, caller, entry)
+
+    def replace_minute(self, minute: int, callers: dict[str, UsageTotals]) -> None:
+        """Every gateway's figures for one minute, as read from the shared store."""
+        bucket = self._bucket(minute)
+        bucket.clear()
+        bucket.update(callers)
 
     def report(self, start: float, end: float, caller: str | None = None) -> dict[str, UsageTotals]:
         """Totals per caller over [start, end), to the minute."""
@@ -59,6 +69,13 @@ class UsageLedger:
                     if caller is None or name == caller:
                         out[name].add(totals)
         return dict(sorted(out.items()))
+
+    def _bucket(self, minute: int) -> dict[str, UsageTotals]:
+        bucket = self._buckets.get(minute)
+        if bucket is None:
+            bucket = self._buckets[minute] = defaultdict(UsageTotals)
+            self._prune(int(self.clock() // BUCKET_S))
+        return bucket
 
     def _prune(self, minute: int) -> None:
         oldest = minute - int(self.retention_s // BUCKET_S)

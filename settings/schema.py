@@ -156,6 +156,7 @@ class OpenAIUpstreamConfig(Section):
     model: str = ""  # "": the model the first upstream serves
     max_model_len: int = Field(0, ge=0)  # 0: what the upstream reports (vLLM does), else 4096
     slots_per_upstream: int = Field(128, ge=1)  # sequences each runs at once; capacity is their sum
+    tokenize: bool = True  # prompt tokens by an upstream's /tokenize (vLLM's); false, or none: estimated
     send_priority: bool = True  # pass the class as vLLM's `priority` (needs --scheduling-policy priority)
     prefix_affinity: bool = True  # the same first message (system prompt, conversation) goes to the same upstream
     health_interval_s: float = Field(5.0, ge=0.1)
@@ -242,10 +243,11 @@ class CacheConfig(Section):
 
 
 class StateConfig(Section):
-    """Where gateways share state: the cache with `cache.backend: redis`, and the rate limits."""
+    """Where gateways share state: the cache with `cache.backend: redis`, rate limits and usage."""
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     shared_limits: bool = False  # rpm, tpm and daily quotas counted across every gateway on redis_url
+    shared_usage: bool = False  # /v1/usage and the page show every gateway's figures, kept across restarts
     sync_interval_s: float = Field(0.25, ge=0.01)  # how often each gateway pushes and reads the counts
 
 

@@ -1,4 +1,4 @@
-"""Rate limits counted across two gateways (two real servers of ours) through a real Redis."""
+"""Rate limits and usage counted across two gateways (two real servers of ours) through a real Redis."""
 
 from __future__ import annotations
 
@@ -38,3 +38,26 @@ def test_without_redis_each_gateway_counts_alone() -> None:
         assert ask(a.url, "sk-solo-0001").status_code == 200
         assert ask(b.url, "sk-solo-0001").status_code == 200
         assert ask(a.url, "sk-solo-0001").status_code == 429
+
+
+def test_usage_counts_every_gateway(redis_url: str) -> None:
+    name, key = f"team-{secrets.token_hex(4)}", f"sk-{secrets.token_hex(8)}"
+    settings = (f"server.keys=[{{name: {name}, key: {key}}}]", "state.shared_usage=true",
+                f"state.redis_url={redis_url}", "state.sync_interval_s=0.05")
+
+    def usage(url: str) -> dict:
+        r = httpx.get(url + "/v1/usage", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert r.status_code == 200
+        return next(row for row in r.json()["data"] if row["caller"] == name)
+
+    with live_server(*settings) as a, live_server(*settings) as b:
+        answers = [ask(a.url, key), ask(b.url, key)]
+        assert all(r.status_code == 200 for r in answers)
+        tokens = sum(r.json()["usage"]["completion_tokens"] for r in answers)
+        time.sleep(0.4)  # a few syncs
+        for gateway in (a, b):
+            row = usage(gateway.url)
+            assert row["requests"] == 2 and row["completion_tokens"] == tokens
+    with live_server(*settings) as restarted:  # the figures outlive the gateways
+        time.sleep(0.3)
+        assert usage(restarted.url)["requests"] == 2

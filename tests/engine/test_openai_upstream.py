@@ -96,6 +96,17 @@ def test_a_gateway_in_front_of_our_own_server_on_the_simulator() -> None:
                                                       max_tokens=12, seed=1, stream=True)
             assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
                 whole.choices[0].message.content
+            long = [{"role": "system", "content": "be brief " * 40}, {"role": "user", "content": "hi there"}]
+            direct = upstream.client().chat.completions.create(model="sim", messages=long, max_tokens=2)
+            through = client.chat.completions.create(model="sim", messages=long, max_tokens=2)
+            assert through.usage.prompt_tokens == direct.usage.prompt_tokens  # the upstream's count, by /tokenize
+
+
+def test_prompt_tokens_are_estimated_where_no_upstream_tokenizes() -> None:
+    with running(FakeUpstream("a")) as ups, gateway(*ups) as live:
+        text = "x" * 400  # a quarter of the characters plus 4 for the message
+        assert ask(live, text).json()["usage"]["prompt_tokens"] == 104
+        assert ask(live, text).status_code == 200 and not live.services.engine.pool.upstreams[0].tokenizes
 
 
 @pytest.mark.parametrize("value, urls", [

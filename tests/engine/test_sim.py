@@ -15,7 +15,7 @@ from settings.schema import EngineConfig, SimConfig
 
 
 async def run(engine: SimEngine, rid: str, text: str, **params) -> tuple[str, str, int]:
-    prompt = engine.prepare([ChatMessage("user", text)])
+    prompt = await engine.prepare([ChatMessage("user", text)])
     out, tokens, reason = "", 0, None
     async for delta in engine.generate(rid, prompt, GenParams(**{"max_tokens": 50, **params})):
         out += delta.text
@@ -46,8 +46,8 @@ async def test_length_and_token_counts(engine):
 
 
 async def test_prompt_tokens_are_counted_per_message(engine):
-    one = engine.prepare([ChatMessage("user", "a b c")])
-    two = engine.prepare([ChatMessage("system", "x"), ChatMessage("user", "a b c")])
+    one = await engine.prepare([ChatMessage("user", "a b c")])
+    two = await engine.prepare([ChatMessage("system", "x"), ChatMessage("user", "a b c")])
     assert one.num_tokens == 3 + 4 + 1 and two.num_tokens == one.num_tokens + 1 + 4
 
 
@@ -93,7 +93,7 @@ async def test_slots_queue_inside_the_engine_by_priority():
 
 
 async def test_abort_ends_the_stream_and_frees_memory(engine):
-    prompt = engine.prepare([ChatMessage("user", "x")])
+    prompt = await engine.prepare([ChatMessage("user", "x")])
     gen = engine.generate("ab", prompt, GenParams(max_tokens=10_000, temperature=0))
     await gen.__anext__()
     await engine.abort("ab")

@@ -1,0 +1,23 @@
+"""POST /tokenize, as vLLM's server answers it: a gateway in front of this server (or of vLLM)
+counts prompt tokens with the model's own tokenizer, for the context check and admission."""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from api.auth import identify
+from api.body import parse_json
+from pipeline.params import TokenizeRequest
+from pipeline.prepare import check_model, check_ready
+
+
+async def tokenize(request: Request) -> dict:
+    engine = request.app.state.services.engine
+    identify(request)
+    body = parse_json(await request.body(), TokenizeRequest)
+    if body.model is not None:
+        check_model(engine, body.model)
+    check_ready(engine)
+    prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
+    ids = prompt.payload if isinstance(prompt.payload, list) else []
+    return {"count": prompt.num_tokens, "max_model_len": engine.capabilities.max_model_len, "tokens": ids}

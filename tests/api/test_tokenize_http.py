@@ -1,0 +1,35 @@
+"""POST /tokenize, vLLM's chat form: the count a completion's prompt takes, behind the same keys."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.conftest import live_server
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "how many tokens is this?"}]
+
+
+def test_the_count_is_the_prompt_a_completion_takes() -> None:
+    with live_server() as live:
+        counted = httpx.post(live.url + "/tokenize", json={"model": "sim", "messages": MESSAGES}, timeout=10)
+        assert counted.status_code == 200
+        body = counted.json()
+        answer = live.client().chat.completions.create(model="sim", messages=MESSAGES, max_tokens=2)
+        assert body["count"] == answer.usage.prompt_tokens > 0
+        assert body["max_model_len"] == live.client().models.list().data[0].max_model_len
+
+
+def test_bad_calls_get_openai_errors() -> None:
+    with live_server("server.api_keys=[sk-tok-0001]") as live:
+        url = live.url + "/tokenize"
+        auth = {"Authorization": "Bearer sk-tok-0001"}
+        cases = [({}, {"messages": MESSAGES}, 401, None),
+                 (auth, {"messages": []}, 400, "messages"),
+                 (auth, {"model": "other", "messages": MESSAGES}, 404, "model"),
+                 (auth, {"messages": [{"role": "user", "content": 3}]}, 400, "messages.0.content")]
+        for headers, body, status, param in cases:
+            r = httpx.post(url, json=body, headers=headers, timeout=10)
+            assert r.status_code == status, body
+            assert set(r.json()["error"]) == {"message", "type", "param", "code"} and r.json()["error"]["param"] == param
+        assert httpx.post(url, content=b"{", headers=auth, timeout=10).json()["error"]["code"] == "invalid_json"
+        assert httpx.post(url, json={"messages": MESSAGES}, headers=auth, timeout=10).status_code == 200
