@@ -244,6 +244,28 @@ def tree_rss_bytes(pid: int) -> int:
     return total
 
 
+_STALL_PROBE = """
+import sys, time
+while True:
+    t = time.perf_counter(); time.sleep(0.01); lag = time.perf_counter() - t - 0.01
+    if lag > 0.1: print(round(lag, 3), flush=True)
+"""
+
+
+@contextlib.contextmanager
+def machine_stalls() -> Iterator[list[float]]:
+    """Stalls of over 100 ms that a separate, idle process saw while the block ran: the whole
+    machine (a busy neighbour, the hypervisor) stopping everyone, server and client alike."""
+    stalls: list[float] = []
+    probe = subprocess.Popen([sys.executable, "-c", _STALL_PROBE], stdout=subprocess.PIPE, text=True)
+    try:
+        yield stalls
+    finally:
+        probe.terminate()
+        out, _ = probe.communicate(timeout=5)
+        stalls.extend(float(line) for line in out.split())
+
+
 def system_busy_s() -> float:
     """CPU seconds spent busy by all CPUs since boot (/proc/stat: everything but idle and iowait)."""
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]

@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from bench.common import (  # noqa: E402
     MODEL_DIR, MODEL_NAME, NO_STORE, OFFLINE_ENV, PROMPTS, ROOT, Progress, ServerProcess, Stats, StreamResult, app_argv,
-    available_gib, free_port, git_head, note, stop_on_sigterm, stream_chat, tree_rss_bytes, venv_python,
+    available_gib, free_port, git_head, machine_stalls, note, stop_on_sigterm, stream_chat, tree_rss_bytes,
+    venv_python,
 )
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ class Run:
     records: list[Record] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     crashed: bool = False
+    stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.common.machine_stalls
 
 
 @dataclass
@@ -135,6 +137,7 @@ class Calibration:
     levels: list[Level]
     c_slo: float
     single_ttft_s: float | None  # one request alone: the first-token time with no queue
+    stalls_s: list[float] = field(default_factory=list)  # the machine's, during the calibration
 
 
 # ----------------------------------------------------------------------------- requests
@@ -330,21 +333,22 @@ async def run_load(server: ServerProcess, load: float, rate: float, duration_s: 
     most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout."""
     run = Run(server.name, load, rate, duration_s)
     plan = make_plan(seed, rate, duration_s)
-    async with new_client(server.url) as client:
-        t0 = time.perf_counter()
-        sampler = asyncio.create_task(_sample_forever(server, client, run, t0))
+    with machine_stalls() as run.stalls_s:
+        async with new_client(server.url) as client:
+            t0 = time.perf_counter()
+            sampler = asyncio.create_task(_sample_forever(server, client, run, t0))
 
-        async def one(p: Planned) -> None:
-            result = await stream_chat(client, *request_for(server.name, p.index, p.cls), CLIENT_TIMEOUT_S)
-            run.records.append(to_record(p, result, t0))
+            async def one(p: Planned) -> None:
+                result = await stream_chat(client, *request_for(server.name, p.index, p.cls), CLIENT_TIMEOUT_S)
+                run.records.append(to_record(p, result, t0))
 
-        label = f"{server.name} {load:g}x ({rate:.2f} req/s)"
-        tasks = await send_on_schedule(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
-        await drain_answers(tasks, Progress(f"{label} answers", len(tasks), "req"))
-        await timed_sleep(f"{label} settling", settle_s)
-        sampler.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sampler
+            label = f"{server.name} {load:g}x ({rate:.2f} req/s)"
+            tasks = await send_on_schedule(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
+            await drain_answers(tasks, Progress(f"{label} answers", len(tasks), "req"))
+            await timed_sleep(f"{label} settling", settle_s)
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
     run.records.sort(key=lambda r: r.index)
     run.crashed = not server.alive() or any(not s.alive for s in run.samples)
     return run
@@ -453,7 +457,9 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[Calibration | None
         try:
             if capacity is None:
                 note(f"calibration: closed loop at concurrency {', '.join(map(str, args.levels))}")
-                calibration = asyncio.run(calibrate(server, args.levels, args.calibration_s, args.slo_tpot))
+                with machine_stalls() as stalls:
+                    calibration = asyncio.run(calibrate(server, args.levels, args.calibration_s, args.slo_tpot))
+                calibration.stalls_s = stalls
                 capacity = calibration.c_slo
                 note(f"C_slo = {capacity:.2f} req/s")
             if name not in args.servers:

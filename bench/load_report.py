@@ -130,7 +130,8 @@ def calibration_table(cal: Calibration, slo_tpot: float) -> Table:
                  ["requests: sent and finished within the level; req/s = concurrency / mean E2E (Little's law, "
                   "no think time), tok/s = req/s x mean tokens per request",
                   f"C_slo = {cal.c_slo:.2f} req/s: where TPOT p50 reaches {slo_tpot:g} s (linear interpolation)",
-                  f"one request alone: TTFT {ms(cal.single_ttft_s or math.nan)} ms (the no-queue baseline)"])
+                  f"one request alone: TTFT {ms(cal.single_ttft_s or math.nan)} ms (the no-queue baseline)",
+                  f"machine stalls over 100 ms during the calibration: {len(cal.stalls_s)} ({sum(cal.stalls_s):.1f} s)"])
 
 
 def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], capacity: float) -> Table:
@@ -246,12 +247,15 @@ def sampled_table(runs: list[Run]) -> Table:
         lag = Stats.of([r.sent_s - r.planned_s for r in run.records]).p99
         rows.append([run.server, f"{run.load:g}x", f"{run.rate:.2f}", max(running) if running else "-",
                      f"{min(limits)}-{max(limits)}" if limits else "-",
-                     f"{min(tpots):.3f}-{max(tpots):.3f}" if tpots else "-", ms(lag), "yes" if run.crashed else "no"])
-    return Table("Server state sampled every second, and the client's send lag",
+                     f"{min(tpots):.3f}-{max(tpots):.3f}" if tpots else "-", ms(lag),
+                     f"{len(run.stalls_s)} ({sum(run.stalls_s):.1f} s)", "yes" if run.crashed else "no"])
+    return Table("Server state sampled every second, the client's send lag, the machine's stalls",
                  ["server", "load", "offered req/s", "max running", "ours: running limit", "ours: measured TPOT s",
-                  "send lag p99 ms", "crashed"], rows,
+                  "send lag p99 ms", "machine stalls", "crashed"], rows,
                  ["running limit: /v1/queue/status slots (the adaptive running limit)",
-                  "send lag: actual minus planned send time; large values mean the client fell behind the plan"])
+                  "send lag: actual minus planned send time; large values mean the client fell behind the plan",
+                  "machine stalls: pauses over 100 ms seen by an idle probe process during the level (count, total): "
+                  "the whole machine stopped, so the level's latencies are disturbed"])
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -309,7 +313,7 @@ def read_json(path: Path) -> tuple[dict[str, Any], Calibration | None, float, li
     levels: list[dict[str, Any]] = [{k: nan if v is None else v for k, v in lv.items()} for lv in cal["levels"]] \
         if cal else []
     calibration = None if cal is None else Calibration([Level(**lv) for lv in levels], cal["c_slo"],
-                                                       cal["single_ttft_s"])
+                                                       cal["single_ttft_s"], cal.get("stalls_s", []))
     runs = [Run(**{**r, "records": [Record(**x) for x in r["records"]], "samples": [Sample(**x) for x in r["samples"]]})
             for r in data["runs"]]
     return data["meta"], calibration, data["c_slo"], runs
