@@ -106,6 +106,7 @@ class Sample:
     running: int | None = None
     concurrency_limit: int | None = None
     measured_tpot_s: float | None = None
+    tpot_set_point_s: float | None = None
     max_queue_size: int | None = None
 
 
@@ -391,6 +392,7 @@ async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
     sample.max_queue_size = status.get("max_queue_size")
     sample.concurrency_limit = status.get("slots")
     sample.measured_tpot_s = status.get("measured_tpot_s")
+    sample.tpot_set_point_s = status.get("tpot_set_point_s")
 
 
 async def _sample_vllm(client: httpx.AsyncClient, sample: Sample) -> None:

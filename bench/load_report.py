@@ -243,15 +243,17 @@ def sampled_table(runs: list[Run]) -> Table:
     for run in runs:
         limits = [s.concurrency_limit for s in run.samples if s.concurrency_limit is not None]
         tpots = [s.measured_tpot_s for s in run.samples if s.measured_tpot_s is not None]
+        set_points = [s.tpot_set_point_s for s in run.samples if s.tpot_set_point_s is not None]
         running = [s.running for s in run.samples if s.running is not None]
         lag = Stats.of([r.sent_s - r.planned_s for r in run.records]).p99
         rows.append([run.server, f"{run.load:g}x", f"{run.rate:.2f}", max(running) if running else "-",
                      f"{min(limits)}-{max(limits)}" if limits else "-",
-                     f"{min(tpots):.3f}-{max(tpots):.3f}" if tpots else "-", ms(lag),
+                     f"{min(tpots):.3f}-{max(tpots):.3f}" if tpots else "-",
+                     f"{min(set_points):.3f}-{max(set_points):.3f}" if set_points else "-", ms(lag),
                      f"{len(run.stalls_s)} ({sum(run.stalls_s):.1f} s)", "yes" if run.crashed else "no"])
     return Table("Server state sampled every second, the client's send lag, the machine's stalls",
                  ["server", "load", "offered req/s", "max running", "ours: running limit", "ours: measured TPOT s",
-                  "send lag p99 ms", "machine stalls", "crashed"], rows,
+                  "ours: TPOT set point s", "send lag p99 ms", "machine stalls", "crashed"], rows,
                  ["running limit: /v1/queue/status slots (the adaptive running limit)",
                   "send lag: actual minus planned send time; large values mean the client fell behind the plan",
                   "machine stalls: pauses over 100 ms seen by an idle probe process during the level (count, total): "
