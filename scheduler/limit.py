@@ -72,8 +72,8 @@ class ConcurrencyLimit:
         if tpot_s is None or running <= 0:
             return self.value
         self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
-        if running <= _ALONE:
-            self.alone_s = self.tpot_s if self.alone_s is None else min(self.alone_s, self.tpot_s)
+        if running <= _ALONE:  # the reading itself: the smoothed figure still carries the larger batch before
+            self.alone_s = tpot_s if self.alone_s is None else min(self.alone_s, tpot_s)
         busy = running >= _BUSY * self._limit
         if busy:
             self._trim()

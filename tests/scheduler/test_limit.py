@@ -124,3 +124,10 @@ def test_set_point_holds_while_the_load_leaves_the_limit_unused():
     start = limit.set_point_s
     run_with_requests(limit, [0.5], steps=30, demand=3)  # light load: fast requests say nothing of the knee
     assert limit.set_point_s == start
+
+
+def test_the_engine_alone_is_read_from_the_reading_not_the_smoothed_figure():
+    limit = ConcurrencyLimit(LimitConfig(initial=30), OBJECTIVE, upper=512)
+    run(limit, 0.03, 0.002, steps=20)  # a busy batch near the set point
+    limit.update(0.035, 2)  # the load drains: two sequences left
+    assert limit.alone_s == 0.035 and limit.target_s == limit.set_point_s  # no floor from the batch before
