@@ -11,8 +11,8 @@ from fastapi.responses import JSONResponse, Response
 
 from api.auth import identify
 from api.chat import create_chat_completion
-from api.tokenize import tokenize
 from api.errors import APIError
+from api.tokenize import tokenize
 from pipeline.accounts import accounts
 from pipeline.caller import ANONYMOUS, Caller
 from pipeline.usage import RETENTION_S

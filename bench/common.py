@@ -254,8 +254,9 @@ while True:
 
 @contextlib.contextmanager
 def machine_stalls() -> Iterator[list[float]]:
-    """Stalls of over 100 ms that a separate, idle process saw while the block ran: the whole
-    machine (a busy neighbour, the hypervisor) stopping everyone, server and client alike."""
+    """Stalls of over 100 ms that a separate, idle process saw while the block ran: times when the
+    CPUs were held by others (engine processes, a neighbour, the hypervisor), which hold up every
+    other process too, our front end and the client included."""
     stalls: list[float] = []
     probe = subprocess.Popen([sys.executable, "-c", _STALL_PROBE], stdout=subprocess.PIPE, text=True)
     try:

@@ -21,8 +21,8 @@ def check_ready(engine: EngineBackend) -> None:
 
 
 async def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest,
-                       default_max_tokens: int) -> tuple[Prompt, GenParams]:
-    """The engine's prompt (exact token count) and the sampling parameters."""
+                             default_max_tokens: int) -> tuple[Prompt, GenParams]:
+    """The engine's prompt (with its token count) and the sampling parameters."""
     check_ready(engine)
     prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
     params = GenParams(
