@@ -31,6 +31,7 @@ CSS = """
 #header form { display: inline; } #header button { background: none; border: 0; text-decoration: underline;
   cursor: pointer; color: inherit; padding: 0; font: inherit; }
 """
+QUEUE_POLL_S = 0.05
 LANG_JS = "() => (navigator.language || 'en').toLowerCase().startsWith('zh') ? '中文' : 'English'"
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH, "zh": ZH})
 PLOTS = (("waiting", "queue_plot", "requests"), ("memory_gb", "memory_plot", "GiB"),
@@ -231,7 +232,20 @@ def build_ui(services: Services, sessions: Sessions, config_path: str) -> gr.Blo
         # on the user's switch only: the browser-language default already has Gradio's own labels
         lang.input(relabel, lang, [*relabelled, header], concurrency_limit=None, show_progress="hidden")
     demo.queue(default_concurrency_limit=None)
+    slow_queue_polling(demo)
     return demo
+
+
+def slow_queue_polling(demo: gr.Blocks) -> None:
+    """Gradio's event queue polls every millisecond while idle (its own Windows default is 50 ms).
+    In the process that also runs the engine's front end, on a machine whose CPUs vLLM's engine
+    processes hold under load, those thousand wake-ups a second starved every other process for up
+    to 3 s at a time (bench/load.py's machine stalls); at 50 ms none were seen. Page events start
+    at most 50 ms later."""
+    queue = demo._queue
+    if not hasattr(queue, "sleep_when_free"):
+        raise RuntimeError("this Gradio's queue has no sleep_when_free: check ui/blocks.py against its queueing.py")
+    queue.sleep_when_free = QUEUE_POLL_S
 
 
 def _settings(system: str, priority: str, max_tokens: float, temperature: float, top_p: float, reasoning: str,

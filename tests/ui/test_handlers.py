@@ -211,3 +211,15 @@ def test_the_thinking_block_folds_when_the_answer_starts():
     assert after[1]["metadata"]["status"] == "done" and after[2] == {"role": "assistant", "content": "Hello"}
     assert thinking["metadata"]["status"] == "pending"  # each update is a new value for the page
     assert [m.content for m in build_body("sim", after, ChatSettings()).messages] == ["hi", "Hello"]  # not the thinking
+
+
+async def test_the_page_queue_polls_at_50_ms_not_every_millisecond():
+    from ui.blocks import QUEUE_POLL_S, build_ui
+    from ui.session import Sessions
+
+    services = await services_with()
+    try:
+        page = build_ui(services, Sessions(services.keyring), "")
+        assert page._queue.sleep_when_free == QUEUE_POLL_S  # Gradio's own default is 0.001
+    finally:
+        await close(services)
