@@ -257,7 +257,7 @@ def sampled_table(runs: list[Run]) -> Table:
                  ["running limit: /v1/queue/status slots (the adaptive running limit)",
                   "send lag: actual minus planned send time; large values mean the client fell behind the plan",
                   "machine stalls: pauses over 100 ms seen by an idle probe process during the level (count, total): "
-                  "the whole machine stopped, so the level's latencies are disturbed"])
+                  "the CPUs were held by others, which holds up server and client too: the level's latencies are disturbed"])
 
 
 # ----------------------------------------------------------------------------- outputs
