@@ -9,10 +9,15 @@ steeper than the real one, so it reaches the target short of the knee from below
 above), so stepping towards it converges on the knee from either side without overshoot, quickly
 where the batch costs little (GPUs).
 
+Growing, the estimate uses the line through the engine's TPOT alone where that is known: on CPUs
+most of a step is fixed cost, so the line through the origin undershoots badly and a limit cut by
+a passing disturbance took half a minute to come back.
+
 The set point sits under the objective, since the mean TPOT the limit steers hides a spread
-between requests (prefills landing in one request's life and not another's) and a gap between what
-the engine loop measures and what the client sees, both different on every machine. So it is
-trimmed by the outcome that counts: the TPOT each finished request actually had.
+between requests (prefills landing in one request's life and not another's), different on every
+machine. So it is trimmed by that spread: each finished request's own TPOT over the batch's mean
+TPOT during its life. A ratio, not the request's TPOT itself: that lags a request's lifetime behind
+the batch and, after a slow spell, kept pushing the set point down once the spell had passed.
 """
 
 from __future__ import annotations
@@ -26,12 +31,11 @@ _STEP_DOWN = 0.3  # ...and when over it: gently, since a shrinking limit stops a
 _DEADBAND = 0.05  # TPOT within 5 % of the set point: hold
 _MAX_GROWTH = 2.0  # never past twice the batch measured: a knee read off light load is a guess
 _SMOOTHING = 0.3  # weight of the newest reading: TPOT as a request lives it, over seconds
-_FLOOR = 2.0  # an engine slower than the objective even alone may still double its TPOT alone
+_FLOOR = 1.5  # an engine (nearly) too slow for the objective alone may still run 50 % slower than alone
 _ALONE = 2  # readings with at most this many running show the engine's TPOT alone
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
-_RECENT = 32  # finished requests the set point is trimmed by (seconds of them under load)
-_TRIM_STEP = 0.01  # at most 1 % per interval: requests report a set point seconds after it held
-_TRIM_GAIN = 0.5
+_RECENT = 64  # finished requests the set point is trimmed by
+_TRIM_STEP = 0.02  # at most 2 % per interval
 _SET_POINT_RANGE = (0.5, 1.0)  # as a share of the objective
 
 
@@ -46,12 +50,12 @@ class ConcurrencyLimit:
         self.tpot_s: float | None = None
         self.alone_s: float | None = None
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
-        self._finished: deque[float] = deque(maxlen=_RECENT)
+        self._spread: deque[float] = deque(maxlen=_RECENT)
 
     @property
     def target_s(self) -> float:
         """The set point, or, where the engine misses the objective even alone (shrinking the batch
-        would only queue work), twice its TPOT alone."""
+        would only queue work), 1.5 times its TPOT alone."""
         return self.set_point_s if self.alone_s is None else max(self.set_point_s, _FLOOR * self.alone_s)
 
     @property
@@ -62,9 +66,11 @@ class ConcurrencyLimit:
         self.upper = max(1, upper)
         self._limit = min(self._limit, self.upper) if self.config.adaptive else float(self.upper)
 
-    def finished(self, tpot_s: float) -> None:
-        """One finished request's own TPOT: its decode time over its tokens after the first."""
-        self._finished.append(tpot_s)
+    def finished(self, tpot_s: float, batch_tpot_s: float) -> None:
+        """One finished request's own TPOT (decode time over its tokens after the first) and the
+        batch's mean TPOT over the same time."""
+        if batch_tpot_s > 0:
+            self._spread.append(tpot_s / batch_tpot_s)
 
     def update(self, tpot_s: float | None, running: float) -> int:
         """One control step from the TPOT measured over the last interval with `running` sequences
@@ -79,11 +85,10 @@ class ConcurrencyLimit:
             self._trim()
         if not self.config.adaptive or abs(self.target_s / max(self.tpot_s, 1e-6) - 1) <= _DEADBAND:
             return self.value
-        knee = self.knee(running)
         if self.tpot_s > self.target_s:
-            self._limit += _STEP_DOWN * (min(knee, self._limit) - self._limit)
+            self._limit += _STEP_DOWN * (min(self.knee(running), self._limit) - self._limit)
         elif busy:
-            knee = min(knee, running * _MAX_GROWTH + 1)
+            knee = min(self.knee_from_alone(running), running * _MAX_GROWTH + 1)
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))
         return self.value
@@ -93,13 +98,26 @@ class ConcurrencyLimit:
         knee from below, past it from above, so each step lands between here and the knee."""
         return running * self.target_s / self.tpot_s
 
+    def knee_from_alone(self, running: float) -> float:
+        """Where the line through TPOT alone and this reading reaches the set point: the fixed cost
+        of a step kept out of the per-sequence slope. Below the set point only; a batch that costs
+        nothing measurable over one sequence has its knee out of sight (the caller caps growth)."""
+        alone = self.alone_s
+        if alone is None:
+            return self.knee(running)
+        if self.tpot_s <= alone:
+            return float("inf")
+        return running * (self.target_s - alone) / (self.tpot_s - alone)
+
     def _trim(self) -> None:
-        """Moves the set point until `on_time_share` of recent requests' own TPOT meets the objective."""
+        """Moves the set point until `on_time_share` of recent requests would meet the objective
+        with the batch anywhere in the band the limit holds it in."""
         share = self.config.on_time_share
-        if not share or len(self._finished) < _RECENT // 2:
+        if not share or len(self._spread) < _RECENT // 2:
             return
-        ranked = sorted(self._finished)
+        ranked = sorted(self._spread)
         quantile = ranked[min(len(ranked) - 1, int(share * len(ranked)))]
-        step = max(-_TRIM_STEP, min(_TRIM_STEP, _TRIM_GAIN * (self.objective_s / max(quantile, 1e-6) - 1)))
         low, high = (bound * self.objective_s for bound in _SET_POINT_RANGE)
-        self.set_point_s = max(low, min(high, self.set_point_s * (1 + step)))
+        wanted = max(low, min(high, self.objective_s / max(quantile, 1e-6) / (1 + _DEADBAND)))
+        step = max(-_TRIM_STEP, min(_TRIM_STEP, wanted / self.set_point_s - 1))
+        self.set_point_s *= 1 + step

@@ -216,12 +216,13 @@ class Scheduler:
         first: float | None = None
         last: float | None = None
         decoded = 0
+        batch_mark = self.pace.mark()
         try:
             async for delta in self.engine.generate(request.request_id, request.prompt, request.params):
                 ticket.events.put_nowait(delta)
                 now = self.clock()
                 if first is None:
-                    first = now
+                    first, batch_mark = now, self.pace.mark()
                     self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
                                           elapsed_s=now - request.arrival))
                 else:
@@ -229,8 +230,9 @@ class Scheduler:
                     decoded += delta.num_tokens
                 self.share.served(request.caller, output_tokens=delta.num_tokens)
                 last = now
-            if decoded >= _MIN_DECODED and first is not None and last is not None:
-                self.limit.finished((last - first) / decoded)
+            batch_tpot = self.pace.since(batch_mark)
+            if decoded >= _MIN_DECODED and first is not None and last is not None and batch_tpot:
+                self.limit.finished((last - first) / decoded, batch_tpot)
         except asyncio.CancelledError:
             outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
             await self.engine.abort(request.request_id)
