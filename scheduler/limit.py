@@ -33,6 +33,7 @@ _MAX_GROWTH = 2.0  # never past twice the batch measured: a knee read off light 
 _SMOOTHING = 0.3  # weight of the newest reading: TPOT as a request lives it, over seconds
 _FLOOR = 1.5  # an engine (nearly) too slow for the objective alone may still run 50 % slower than alone
 _ALONE = 2  # readings with at most this many running show the engine's TPOT alone
+_ALONE_KEPT = 8  # the least of the last few such readings: one lucky reading must not stay forever
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
 _RECENT = 64  # finished requests the set point is trimmed by
 _TRIM_STEP = 0.02  # at most 2 % per interval
@@ -49,6 +50,7 @@ class ConcurrencyLimit:
         self._limit = float(min(config.initial, self.upper)) if config.adaptive else float(self.upper)
         self.tpot_s: float | None = None
         self.alone_s: float | None = None
+        self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
         self._spread: deque[float] = deque(maxlen=_RECENT)
 
@@ -79,7 +81,8 @@ class ConcurrencyLimit:
             return self.value
         self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
         if running <= _ALONE:  # the reading itself: the smoothed figure still carries the larger batch before
-            self.alone_s = tpot_s if self.alone_s is None else min(self.alone_s, tpot_s)
+            self._alone.append(tpot_s)
+            self.alone_s = min(self._alone)
         busy = running >= _BUSY * self._limit
         if busy:
             self._trim()

@@ -65,6 +65,14 @@ def test_an_engine_too_slow_for_the_objective_is_not_starved_to_one_sequence():
     assert trace[-1] >= 10  # ...and settled where TPOT is 1.5 times that, not at one sequence
 
 
+def test_an_engine_that_slows_for_good_is_read_alone_again_and_not_starved():
+    limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=512)
+    run(limit, 0.02, 0.002, steps=40)
+    limit.update(0.022, 1)  # seen alone while fast
+    trace = run(limit, 0.12, 0.002, steps=60)  # now slower alone than the objective
+    assert limit.alone_s > 0.1 and trace[-1] >= 10
+
+
 def test_fixed_when_not_adaptive():
     limit = ConcurrencyLimit(LimitConfig(adaptive=False, initial=8), OBJECTIVE, upper=64)
     assert run(limit, 0.5, 0.1, steps=5) == [64] * 5
