@@ -96,7 +96,7 @@ class _LiveState:
             yield GaugeMetricFamily("gptoss_measured_tpot_seconds", "Time per output token the running limit "
                                     "steers by, smoothed over control intervals", snap.measured_tpot_s)
         yield GaugeMetricFamily("gptoss_tpot_set_point_seconds", "Where the running limit keeps the measured "
-                                "TPOT: under the objective, trimmed by finished requests' own TPOT",
+                                "TPOT: under the objective by the spread of finished requests' own TPOT",
                                 snap.tpot_set_point_s)
         yield GaugeMetricFamily("gptoss_queue_wait_recent_seconds", "Mean queue wait over the last pressure "
                                 "interval (admitted requests and current waiters)", snap.avg_wait_s)

@@ -31,7 +31,7 @@ class Snapshot:
     max_concurrency: int  # the limit's upper bound
     adaptive: bool
     measured_tpot_s: float | None
-    tpot_set_point_s: float  # where the limit keeps measured TPOT, trimmed by requests' own TPOT
+    tpot_set_point_s: float  # where the limit keeps measured TPOT: under the objective by requests' spread
     slo_tpot_s: float
     slo_ttft_s: float
     token_budget: int | None
