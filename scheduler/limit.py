@@ -3,15 +3,12 @@
 Every running sequence shares each decode step, so time per output token (TPOT) rises with the
 batch, close to `a + b * n` for n running. A fixed limit is right for one machine and one load
 only; this one looks for the knee, the largest batch whose TPOT stays under the objective, in the
-spirit of TCP Vegas and Netflix's gradient limit. From one reading at n running, the estimate
-`n * target / tpot` lies between n and the knee (the line through the origin and the reading is
-steeper than the real one, so it reaches the target short of the knee from below and past it from
-above), so stepping towards it converges on the knee from either side without overshoot, quickly
-where the batch costs little (GPUs).
-
-Growing, the estimate uses the line through the engine's TPOT alone where that is known: on CPUs
-most of a step is fixed cost, so the line through the origin undershoots badly and a limit cut by
-a passing disturbance took half a minute to come back.
+spirit of TCP Vegas and Netflix's gradient limit. Over the target, the line through the origin
+and one reading at n running is steeper than the real curve, so `n * target / tpot` lies between
+n and the knee: shrinking towards it cannot overshoot. Under the target, the limit grows along the
+line through the engine's TPOT alone and the reading, where that is known: on CPUs most of a step
+is fixed cost, and the line through the origin took half a minute to win back a limit cut by a
+passing slow spell.
 
 The set point sits under the objective, since the mean TPOT the limit steers hides a spread
 between requests (prefills landing in one request's life and not another's), different on every
