@@ -29,8 +29,9 @@ _DEADBAND = 0.05  # TPOT within 5 % of the set point: hold
 _MAX_GROWTH = 2.0  # never past twice the batch measured: a knee read off light load is a guess
 _SMOOTHING = 0.3  # weight of the newest reading: TPOT as a request lives it, over seconds
 _FLOOR = 1.5  # an engine (nearly) too slow for the objective alone may still run 50 % slower than alone
-_ALONE = 2  # readings with at most this many running show the engine's TPOT alone
-_ALONE_KEPT = 8  # the least of the last few such readings: one lucky reading must not stay forever
+_ALONE = 4  # readings with at most this many running stand for the engine's TPOT alone: a limit
+# cut this far on a machine slower than the objective is how the floor below learns of it
+_ALONE_KEPT = 5  # the least of the last few such readings: one lucky reading must not stay forever
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
 _RECENT = 64  # finished requests the set point is trimmed by
 _TRIM_STEP = 0.02  # at most 2 % per interval

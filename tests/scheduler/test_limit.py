@@ -61,7 +61,7 @@ def test_does_not_grow_while_the_load_leaves_the_limit_unused():
 def test_an_engine_too_slow_for_the_objective_is_not_starved_to_one_sequence():
     limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=512)
     trace = run(limit, 0.2, 0.01, steps=40)  # 0.21 s per token alone: the objective is out of reach
-    assert min(trace) <= 2  # it backed off, saw the engine alone...
+    assert min(trace) <= 4  # it backed off, saw the engine (nearly) alone...
     assert trace[-1] >= 10  # ...and settled where TPOT is 1.5 times that, not at one sequence
 
 
@@ -71,6 +71,14 @@ def test_an_engine_that_slows_for_good_is_read_alone_again_and_not_starved():
     limit.update(0.022, 1)  # seen alone while fast
     trace = run(limit, 0.12, 0.002, steps=60)  # now slower alone than the objective
     assert limit.alone_s > 0.1 and trace[-1] >= 10
+
+
+def test_a_machine_that_slows_to_the_objective_under_load_lifts_the_floor_before_the_limit_collapses():
+    limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=512)
+    limit.update(0.03, 1)  # seen alone while fast
+    run(limit, 0.03, 0.002, steps=30)
+    trace = run(limit, 0.095, 0.001, steps=40)  # now nearly the objective alone, with queued work throughout
+    assert min(trace) >= 3 and trace[-1] >= 20  # 1.5 x alone is the target: about 47 running
 
 
 def test_fixed_when_not_adaptive():
