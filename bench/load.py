@@ -56,7 +56,7 @@ TEMPERATURE = 0.7
 CLIENT_TIMEOUT_S = 180.0
 SAMPLE_INTERVAL_S = 1.0
 VLLM_PRIORITY = {"high": 0, "low": 1}  # vLLM runs lower values first
-MIN_AVAILABLE_GIB = 5.0  # one server at a time: ~2.5 GB plus its KV cache
+MIN_AVAILABLE_GIB = 4.0  # per server, all up at once: ~2.5 GB plus its KV cache
 
 
 @dataclass
@@ -446,36 +446,41 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[Calibration | None, float, list[Run]]:
-    """Each server alone: started, (calibrated,) loaded level by level, stopped. A server that died
+    """Every server started once (an idle one holds memory, not CPUs), vLLM FCFS calibrated, then
+    level by level each server in turn: this machine's speed drifts over minutes, and a level
+    measured on every server within a few minutes compares like with like. A server that died
     during a level is restarted for the next one; the death is recorded."""
-    calibration: Calibration | None = None
     capacity = args.capacity
+    calibration: Calibration | None = None
     runs: list[Run] = []
-    order = list(args.servers)
-    if capacity is None:  # calibration runs on vllm-fcfs, so it goes first
-        order = ["vllm-fcfs", *[s for s in order if s != "vllm-fcfs"]]
-    for name in order:
-        server = start(name, kv_bytes, args.ours_set)
-        try:
-            if capacity is None:
-                note(f"calibration: closed loop at concurrency {', '.join(map(str, args.levels))}")
-                with machine_stalls() as stalls:
-                    calibration = asyncio.run(calibrate(server, args.levels, args.calibration_s, args.slo_tpot))
-                calibration.stalls_s = stalls
-                capacity = calibration.c_slo
-                note(f"C_slo = {capacity:.2f} req/s")
-            if name not in args.servers:
-                continue
-            for load in args.loads:
-                run = asyncio.run(run_load(server, load, load * capacity, args.duration, args.seed, args.settle_s))
-                runs.append(run)
+    names = list(args.servers)
+    if capacity is None and "vllm-fcfs" not in names:  # calibration runs on vllm-fcfs
+        names.insert(0, "vllm-fcfs")
+    servers: dict[str, ServerProcess] = {}
+    try:
+        for name in names:
+            servers[name] = start(name, kv_bytes, args.ours_set)
+        if capacity is None:
+            note(f"calibration: closed loop at concurrency {', '.join(map(str, args.levels))}")
+            with machine_stalls() as stalls:
+                calibration = asyncio.run(calibrate(servers["vllm-fcfs"], args.levels, args.calibration_s,
+                                                    args.slo_tpot))
+            calibration.stalls_s = stalls
+            capacity = calibration.c_slo
+            note(f"C_slo = {capacity:.2f} req/s")
+        for load in args.loads:
+            for name in args.servers:
+                server = servers[name]
+                runs.append(asyncio.run(run_load(server, load, load * capacity, args.duration, args.seed,
+                                                 args.settle_s)))
                 if not server.alive():
                     server.failed = True  # keeps its log
                     note(f"{name} died during load {load:g} (log: {server.log.name})")
                     server.stop()
                     if load != args.loads[-1]:
-                        server = start(name, kv_bytes, args.ours_set)
-        finally:
+                        servers[name] = start(name, kv_bytes, args.ours_set)
+    finally:
+        for server in servers.values():
             server.stop()
     return calibration, capacity, runs
 
@@ -501,8 +506,9 @@ def main(argv: list[str] | None = None) -> int:
             "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "high_share": HIGH_SHARE}
     print("bench/load.py  " + "  ".join(f"{k}={meta[k]}" for k in ("mode", "commit", "python", "cpus", "machine"))
           + f"  kv={kv_bytes / 2**20:.0f}MiB", flush=True)
-    if available_gib() < MIN_AVAILABLE_GIB:
-        note(f"error: {available_gib():.1f} GiB of memory available; a server needs about {MIN_AVAILABLE_GIB:g} GiB")
+    needed = MIN_AVAILABLE_GIB * (len(set(args.servers) | ({"vllm-fcfs"} if args.capacity is None else set())))
+    if available_gib() < needed:
+        note(f"error: {available_gib():.1f} GiB of memory available; the servers need about {needed:g} GiB")
         return 1
     try:
         ensure_model()
