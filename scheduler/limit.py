@@ -29,8 +29,9 @@ _DEADBAND = 0.05  # TPOT within 5 % of the set point: hold
 _MAX_GROWTH = 2.0  # never past twice the batch measured: a knee read off light load is a guess
 _SMOOTHING = 0.3  # weight of the newest reading: TPOT as a request lives it, over seconds
 _FLOOR = 1.5  # an engine (nearly) too slow for the objective alone may still run 50 % slower than alone
-_STARVED = 8  # ...once the limit is down to this: TPOT read with a few running while others arrive
-# carries their prefills, so it overstates the engine alone and must not lift a limit that has room
+_STARVED = 8  # ...in full once the limit is down to this, not at all from twice it, in between in
+# part: TPOT read with a few running while others arrive carries their prefills, so it overstates
+# the engine alone and must not lift a limit that has room; a ramp, since a switch made it dither
 _ALONE = 4  # readings with at most this many running stand for the engine's TPOT alone: a limit
 # cut this far on a machine slower than the objective is how the floor below learns of it
 _ALONE_KEPT = 5  # the least of the last few such readings: one lucky reading must not stay forever
@@ -57,10 +58,12 @@ class ConcurrencyLimit:
     @property
     def target_s(self) -> float:
         """The set point, or, where the engine misses the objective even alone and the limit is down
-        to a handful (shrinking the batch further would only queue work), 1.5 times its TPOT alone."""
-        if self.alone_s is None or self._limit > _STARVED:
+        to a handful (shrinking the batch further would only queue work), up to 1.5 times its TPOT
+        alone."""
+        if self.alone_s is None:
             return self.set_point_s
-        return max(self.set_point_s, _FLOOR * self.alone_s)
+        weight = min(1.0, max(0.0, 2 - self._limit / _STARVED))
+        return self.set_point_s + weight * max(0.0, _FLOOR * self.alone_s - self.set_point_s)
 
     @property
     def value(self) -> int:
