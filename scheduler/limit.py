@@ -33,7 +33,7 @@ _STARVED = 8  # ...in full once the limit is down to this, not at all from twice
 # part: TPOT read with a few running while others arrive carries their prefills, so it overstates
 # the engine alone and must not lift a limit that has room; a ramp, since a switch made it dither
 _ALONE = 4  # readings with at most this many running stand for the engine's TPOT alone: a limit
-# cut this far on a machine slower than the objective is how the floor below learns of it
+# cut this far on a machine slower than the objective is how the floor learns of it
 _ALONE_KEPT = 5  # the least of the last few such readings: one lucky reading must not stay forever
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
 _RECENT = 64  # finished requests the set point is trimmed by
