@@ -50,10 +50,13 @@ class ConcurrencyLimit:
         self.upper = max(1, upper)
         self._limit = float(min(config.initial, self.upper)) if config.adaptive else float(self.upper)
         self.tpot_s: float | None = None
-        self.alone_s: float | None = None
         self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
         self._spread: deque[float] = deque(maxlen=_RECENT)
+
+    @property
+    def alone_s(self) -> float | None:
+        return min(self._alone) if self._alone else None
 
     @property
     def target_s(self) -> float:
@@ -87,7 +90,6 @@ class ConcurrencyLimit:
         self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
         if running <= _ALONE:  # the reading itself: the smoothed figure still carries the larger batch before
             self._alone.append(tpot_s)
-            self.alone_s = min(self._alone)
         busy = running >= _BUSY * self._limit
         if busy:
             self._trim()
