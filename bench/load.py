@@ -6,7 +6,8 @@ answers through our server than through vLLM's own OpenAI server (same model, ma
     .venv/bin/python bench/load.py --servers ours,vllm-fcfs --loads 1.5 --duration 30
     .venv/bin/python bench/load.py --json docs/bench/load.json --markdown docs/BENCHMARKS.md
 
-Servers, started one at a time (2 cores: never two at once), each in its own process group:
+Servers, all started before anything is measured (an idle one holds memory, not CPUs), each in
+its own process group:
   * vllm-fcfs: `python -m vllm.entrypoints.openai.api_server` with the bundled model, max_num_seqs 128;
   * vllm-priority: the same with `--scheduling-policy priority` (high sent as priority 0, low as 1);
   * ours: `python app.py` with its defaults (class sent as `X-Priority`).
@@ -14,9 +15,10 @@ All three get the same KV cache size: engine.kv_size.default_cpu_kv_bytes(), com
 passed to vLLM (--kv-cache-memory-bytes) and to ours (--set engine.vllm.kv_cache_memory_bytes), so
 memory freed or taken between the starts cannot give them different sizes.
 
-Phases: (1) closed-loop calibration against vllm-fcfs finds C_slo, the req/s at which vLLM's median
-time per output token reaches the objective (0.1 s); (2) open-loop Poisson arrivals at --loads x
-C_slo for --duration s against each server, the identical (arrival, class, prompt) sequence for each;
+Per load level: (1) a closed-loop calibration against vllm-fcfs finds C_slo, the req/s at which
+vLLM's median time per output token reaches the objective (0.1 s), again before every level since
+this machine's speed drifts over minutes; (2) open-loop Poisson arrivals at the level x C_slo for
+--duration s against each server in turn, the identical (arrival, class, prompt) sequence for each;
 (3) every second, the server tree's RSS and its queue length are sampled. bench/load_report.py turns
 the records into tables, PASS/MISS targets, Markdown and plots; docs/BENCHMARKS.md explains them.
 
@@ -68,8 +70,8 @@ class Mode:
     settle_s: float
 
 
-FULL = Mode((8, 16, 32, 48, 64), 20.0, (0.7, 1.0, 1.5), 60.0, 10.0)
-QUICK = Mode((8, 32, 64), 8.0, (1.0, 1.5), 20.0, 3.0)
+FULL = Mode((8, 16, 24, 32, 48), 10.0, (0.7, 1.0, 1.5), 60.0, 10.0)
+QUICK = Mode((8, 16, 32), 6.0, (1.0, 1.5), 20.0, 3.0)
 
 
 @dataclass
@@ -114,8 +116,9 @@ class Sample:
 class Run:
     server: str
     load: float
-    rate: float  # offered req/s
+    rate: float  # offered req/s: load x c_slo
     duration_s: float
+    c_slo: float  # the level's, from the calibration just before it (or --capacity)
     records: list[Record] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     crashed: bool = False
@@ -135,6 +138,7 @@ class Level:
 
 @dataclass
 class Calibration:
+    load: float  # the level it was measured for, just before it
     levels: list[Level]
     c_slo: float
     single_ttft_s: float | None  # one request alone: the first-token time with no queue
@@ -293,7 +297,7 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
     if not measured:
         errors = [r.error for r in done if r.error]
         raise RuntimeError(f"calibration completed no request: {errors[0] if errors else 'no answers'}")
-    return Calibration(out, c_slo(measured, slo_tpot), single if single == single else None)
+    return Calibration(0.0, out, c_slo(measured, slo_tpot), single if single == single else None)
 
 
 def level_of(concurrency: int, sample: list[StreamResult]) -> Level:
@@ -328,11 +332,12 @@ async def timed_sleep(label: str, seconds: float) -> None:
 # ----------------------------------------------------------------------------- open loop
 
 
-async def run_load(server: ServerProcess, load: float, rate: float, duration_s: float, seed: int,
+async def run_load(server: ServerProcess, load: float, capacity: float, duration_s: float, seed: int,
                    settle_s: float) -> Run:
     """Send the plan on time whatever happens to earlier requests, wait for every answer (each at
     most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout."""
-    run = Run(server.name, load, rate, duration_s)
+    run = Run(server.name, load, load * capacity, duration_s, capacity)
+    rate = run.rate
     plan = make_plan(seed, rate, duration_s)
     with machine_stalls() as run.stalls_s:
         async with new_client(server.url) as client:
@@ -419,8 +424,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, from {','.join(SERVERS)}")
     p.add_argument("--loads", help="load levels as multiples of C_slo (default 0.7,1.0,1.5; quick 1.0,1.5)")
     p.add_argument("--duration", type=float, help="seconds of sending per load level (default 60, quick 20)")
-    p.add_argument("--calibration-s", type=float, help="measured seconds per calibration level (default 20, quick 8)")
-    p.add_argument("--capacity", type=float, metavar="REQ_S", help="use this C_slo and skip calibration")
+    p.add_argument("--calibration-s", type=float, help="measured seconds per calibration level (default 10, quick 6)")
+    p.add_argument("--capacity", type=float, metavar="REQ_S", help="use this C_slo at every level and skip calibration")
     p.add_argument("--seed", type=int, default=1, help="seed of the arrival/class sequence (default 1)")
     p.add_argument("--slo-tpot", type=float, default=0.1, help="time-per-output-token objective, s (default 0.1)")
     p.add_argument("--slo-ttft", type=float, default=1.0, help="first-token promise for high, s (default 1)")
@@ -445,34 +450,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[Calibration | None, float, list[Run]]:
-    """Every server started once (an idle one holds memory, not CPUs), vLLM FCFS calibrated, then
-    level by level each server in turn: this machine's speed drifts over minutes, and a level
-    measured on every server within a few minutes compares like with like. A server that died
+def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration], list[Run]]:
+    """Every server started once (an idle one holds memory, not CPUs), then level by level: vLLM
+    FCFS calibrated, then each server in turn, the order rotated from one level to the next. This
+    machine's speed drifts by 2-3x over minutes: a calibration minutes old can make 1.5x an
+    underload, and the server run first after it sees the level most faithfully. A server that died
     during a level is restarted for the next one; the death is recorded."""
-    capacity = args.capacity
-    calibration: Calibration | None = None
+    calibrations: list[Calibration] = []
     runs: list[Run] = []
     names = list(args.servers)
-    if capacity is None and "vllm-fcfs" not in names:  # calibration runs on vllm-fcfs
+    if args.capacity is None and "vllm-fcfs" not in names:  # calibration runs on vllm-fcfs
         names.insert(0, "vllm-fcfs")
     servers: dict[str, ServerProcess] = {}
     try:
         for name in names:
             servers[name] = start(name, kv_bytes, args.ours_set)
-        if capacity is None:
-            note(f"calibration: closed loop at concurrency {', '.join(map(str, args.levels))}")
-            with machine_stalls() as stalls:
-                calibration = asyncio.run(calibrate(servers["vllm-fcfs"], args.levels, args.calibration_s,
-                                                    args.slo_tpot))
-            calibration.stalls_s = stalls
-            capacity = calibration.c_slo
-            note(f"C_slo = {capacity:.2f} req/s")
-        for load in args.loads:
-            for name in args.servers:
+        for i, load in enumerate(args.loads):
+            capacity = args.capacity
+            if capacity is None:
+                calibrations.append(calibration := calibrate_for(load, servers["vllm-fcfs"], args))
+                capacity = calibration.c_slo
+            for name in args.servers[i % len(args.servers):] + args.servers[:i % len(args.servers)]:
                 server = servers[name]
-                runs.append(asyncio.run(run_load(server, load, load * capacity, args.duration, args.seed,
-                                                 args.settle_s)))
+                runs.append(asyncio.run(run_load(server, load, capacity, args.duration, args.seed, args.settle_s)))
                 if not server.alive():
                     server.failed = True  # keeps its log
                     note(f"{name} died during load {load:g} (log: {server.log.name})")
@@ -482,7 +482,16 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[Calibration | None
     finally:
         for server in servers.values():
             server.stop()
-    return calibration, capacity, runs
+    return calibrations, runs
+
+
+def calibrate_for(load: float, server: ServerProcess, args: argparse.Namespace) -> Calibration:
+    note(f"calibration for {load:g}x: closed loop at concurrency {', '.join(map(str, args.levels))}")
+    with machine_stalls() as stalls:
+        calibration = asyncio.run(calibrate(server, args.levels, args.calibration_s, args.slo_tpot))
+    calibration.load, calibration.stalls_s = load, stalls
+    note(f"C_slo = {calibration.c_slo:.2f} req/s")
+    return calibration
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -512,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         ensure_model()
-        calibration, capacity, runs = measure(args, kv_bytes)
+        calibrations, runs = measure(args, kv_bytes)
     except KeyboardInterrupt:
         note("interrupted; servers stopped")
         return 130
@@ -520,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
         note(f"error: {exc}")
         return 1
     meta["run_s"] = round(time.monotonic() - started, 1)
-    load_report.report(meta, calibration, capacity, runs, args)
+    load_report.report(meta, calibrations, runs, args)
     return 0
 
 

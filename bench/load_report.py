@@ -122,19 +122,25 @@ def num(x: float | None, fmt: str = ".2f") -> str:
     return "-" if x is None or x != x else format(x, fmt)
 
 
-def calibration_table(cal: Calibration, slo_tpot: float) -> Table:
-    rows: list[list[object]] = [[lv.concurrency, lv.completed, num(lv.rps), num(lv.tok_s, ".0f"),
-                                 num(lv.tpot_p50_s, ".3f"), ms(lv.ttft_p50_s), num(lv.e2e_mean_s)] for lv in cal.levels]
-    return Table("Calibration: vLLM FCFS, closed loop (its req/s and tok/s against TPOT)",
-                 ["concurrency", "requests", "req/s", "tok/s", "TPOT p50 s", "TTFT p50 ms", "E2E mean s"], rows,
+def calibration_table(cals: list[Calibration], slo_tpot: float) -> Table:
+    rows: list[list[object]] = [
+        [f"{cal.load:g}x" if i == 0 else "", f"{cal.c_slo:.2f}" if i == 0 else "", lv.concurrency, lv.completed,
+         num(lv.rps), num(lv.tok_s, ".0f"), num(lv.tpot_p50_s, ".3f"), ms(lv.ttft_p50_s), num(lv.e2e_mean_s),
+         (f"{ms(cal.single_ttft_s or math.nan)} ms; stalls {len(cal.stalls_s)} ({sum(cal.stalls_s):.1f} s)"
+          if i == 0 else "")]
+        for cal in cals for i, lv in enumerate(cal.levels)]
+    return Table("Calibration before each level: vLLM FCFS, closed loop (its req/s and tok/s against TPOT)",
+                 ["before", "C_slo", "concurrency", "requests", "req/s", "tok/s", "TPOT p50 s", "TTFT p50 ms",
+                  "E2E mean s", "alone TTFT; machine stalls"], rows,
                  ["requests: sent and finished within the level; req/s = concurrency / mean E2E (Little's law, "
                   "no think time), tok/s = req/s x mean tokens per request",
-                  f"C_slo = {cal.c_slo:.2f} req/s: where TPOT p50 reaches {slo_tpot:g} s (linear interpolation)",
-                  f"one request alone: TTFT {ms(cal.single_ttft_s or math.nan)} ms (the no-queue baseline)",
-                  f"machine stalls over 100 ms during the calibration: {len(cal.stalls_s)} ({sum(cal.stalls_s):.1f} s)"])
+                  f"C_slo: req/s where TPOT p50 reaches {slo_tpot:g} s (linear interpolation); the level that "
+                  "follows is offered its multiple of it",
+                  "alone TTFT: one request with nothing else running (the no-queue baseline); machine stalls: "
+                  "pauses over 100 ms seen by an idle probe (count, total)"])
 
 
-def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], capacity: float) -> Table:
+def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> Table:
     rows: list[list[object]] = []
     for run in runs:
         for cls in CLASSES:
@@ -147,7 +153,7 @@ def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
                          num(s.max_waiting, "d") if whole else "",
                          f"{s.mem_gb[0]:.2f}-{s.mem_gb[1]:.2f}" if whole and s.mem_gb else ""])
     return Table(
-        f"Open-loop Poisson load (C_slo = {capacity:.2f} req/s), by server, load and class",
+        f"Open-loop Poisson load ({c_slo_text(runs)}), by server, load and class",
         ["server", "load", "class", "done/sent", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "E2E p99 s", "req/s",
          "tok/s", "on-time/s", "429 (RA)", "stream err", "other", "max wait", "mem GB"], rows,
         ["req/s, tok/s: completed requests and their tokens over the time from the first send to the last completion",
@@ -158,6 +164,11 @@ def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
          "vllm:num_requests_waiting); mem: RSS of the server's process tree (shared pages counted per process)"])
 
 
+def c_slo_text(runs: list[Run]) -> str:
+    levels = {r.load: r.c_slo for r in runs}
+    return "C_slo " + ", ".join(f"{c:.2f} req/s at {load:g}x" for load, c in sorted(levels.items()))
+
+
 def _at(runs: list[Run], server: str, load: float) -> Run | None:
     return next((r for r in runs if r.server == server and math.isclose(r.load, load)), None)
 
@@ -166,7 +177,7 @@ def check_row(name: str, goal: str, value: str, ok: bool | None) -> list[object]
     return [name, goal, value, "n/a" if ok is None else ("PASS" if ok else "MISS")]
 
 
-def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], capacity: float, slo: Slo) -> Table:
+def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> Table:
     def s(server: str, load: float, cls: str = "all") -> Summary | None:
         return sums[(server, load, cls)] if _at(runs, server, load) else None
 
@@ -180,8 +191,9 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
     if o:
         rows.append(check_row("0.7x: ours refusals", "0", str(o.refusals), o.refusals == 0))
     o, oh, f, p = s("ours", 1.5), s("ours", 1.5, "high"), s("vllm-fcfs", 1.5), s("vllm-priority", 1.5)
-    if o and oh:
-        high_ttft, tpot = slo.ttft_s["high"], slo.tpot_s
+    run = _at(runs, "ours", 1.5)
+    if o and oh and run:
+        high_ttft, tpot, capacity = slo.ttft_s["high"], slo.tpot_s, run.c_slo
         rows.append(check_row("1.5x: ours high TTFT p99", f"<= {high_ttft:g} s", f"{num(oh.ttft.p99, '.3f')} s",
                            oh.ttft.p99 <= high_ttft))
         rows.append(check_row("1.5x: ours high TPOT p50", f"<= {tpot:g} s", f"{num(oh.tpot.p50, '.3f')} s",
@@ -207,7 +219,34 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
                   "not report)"])
 
 
-def before_after_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], cal: Calibration | None) -> Table:
+TRADEOFF_TPOT_S = (0.06, 0.08, 0.1, 0.125, 0.15, 0.2, 0.3)
+
+
+def tradeoff(runs: list[Run], slo: Slo) -> tuple[float, dict[str, list[float]]]:
+    """At the highest load: each server's on-time req/s had it been judged by another TPOT
+    objective (first-token promises unchanged). Ours still steers to its own; where the curves cross
+    is where holding the objective stops paying for the throughput it costs."""
+    top = max(r.load for r in runs)
+    curves = {r.server: [sum(Slo(t, slo.ttft_s).on_time(x) for x in r.records) / r.duration_s
+                         for t in TRADEOFF_TPOT_S] for r in runs if r.load == top}
+    return top, curves
+
+
+def tradeoff_table(runs: list[Run], slo: Slo) -> Table:
+    top, curves = tradeoff(runs, slo)
+    tok_s = {r.server: sum(x.completion_tokens or 0 for x in r.records if completed(x)) / r.duration_s
+             for r in runs if r.load == top}
+    rows: list[list[object]] = [[f"{t:g}", *(num(curves[s][i]) for s in curves)] for i, t in enumerate(TRADEOFF_TPOT_S)]
+    rows.append(["tok/s (any objective)", *(num(tok_s[s], ".0f") for s in curves)])
+    return Table(f"Trade-off at {top:g}x: on-time req/s by the TPOT objective they are judged by",
+                 ["TPOT objective s", *curves], rows,
+                 [f"ours steers to its configured objective ({slo.tpot_s:g} s) whatever the column; a looser "
+                  "objective favours the server that admits everything, a tighter one the server that holds the pace",
+                  "tok/s: completed tokens over the sending time"])
+
+
+def before_after_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary],
+                       cal: Calibration | None) -> Table:
     def column(server: str) -> list[str]:
         run = _at(runs, server, 1.5)
         if run is None:
@@ -263,13 +302,13 @@ def sampled_table(runs: list[Run]) -> Table:
 # ----------------------------------------------------------------------------- outputs
 
 
-def report(meta: dict[str, Any], cal: Calibration | None, capacity: float, runs: list[Run],
-           args: argparse.Namespace) -> None:
+def report(meta: dict[str, Any], cals: list[Calibration], runs: list[Run], args: argparse.Namespace) -> None:
     slo = Slo(args.slo_tpot, {"high": args.slo_ttft, "low": args.low_promise})
     sums = {(r.server, r.load, c): summarize(r, c, slo) for r in runs for c in CLASSES}
-    tables = ([calibration_table(cal, args.slo_tpot)] if cal else []) + [
-        results_table(runs, sums, capacity), sampled_table(runs), targets_table(runs, sums, capacity, slo),
-        before_after_table(runs, sums, cal)]
+    cal_15 = next((c for c in cals if math.isclose(c.load, 1.5)), cals[-1] if cals else None)
+    tables = ([calibration_table(cals, args.slo_tpot)] if cals else []) + [
+        results_table(runs, sums), sampled_table(runs), targets_table(runs, sums, slo),
+        tradeoff_table(runs, slo), before_after_table(runs, sums, cal_15)]
     for t in tables:
         print()
         print(t.text())
@@ -278,14 +317,14 @@ def report(meta: dict[str, Any], cal: Calibration | None, capacity: float, runs:
         print("\nfirst errors seen:\n  " + "\n  ".join(errors))
     print(f"\ntotal run time {meta.get('run_s', 0):.0f}s")
     if args.json:
-        write_json(Path(args.json), meta, cal, capacity, runs, sums)
+        write_json(Path(args.json), meta, cals, runs, sums)
     if args.markdown:
-        write_markdown(Path(args.markdown), meta, capacity, tables)
+        write_markdown(Path(args.markdown), meta, runs, tables)
     if args.plots:
-        plot(Path(args.plots), runs, sums)
+        plot(Path(args.plots), runs, sums, slo)
 
 
-def write_json(path: Path, meta: dict[str, Any], cal: Calibration | None, capacity: float, runs: list[Run],
+def write_json(path: Path, meta: dict[str, Any], cals: list[Calibration], runs: list[Run],
                sums: dict[tuple[str, float, str], Summary]) -> None:
     def clean(x: Any) -> Any:  # NaN is not JSON
         if isinstance(x, float) and x != x:
@@ -296,7 +335,7 @@ def write_json(path: Path, meta: dict[str, Any], cal: Calibration | None, capaci
             return [clean(v) for v in x]
         return x
 
-    data = {"meta": meta, "c_slo": capacity, "calibration": asdict(cal) if cal else None,
+    data = {"meta": meta, "calibrations": [asdict(c) for c in cals],
             "runs": [asdict(r) for r in runs],
             "summaries": [{"server": k[0], "load": k[1], "class": k[2], **asdict(v)} for k, v in sums.items()]}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -304,28 +343,25 @@ def write_json(path: Path, meta: dict[str, Any], cal: Calibration | None, capaci
     note(f"wrote {path}")
 
 
-def read_json(path: Path) -> tuple[dict[str, Any], Calibration | None, float, list[Run]]:
+def read_json(path: Path) -> tuple[dict[str, Any], list[Calibration], list[Run]]:
     """A --json file back into the objects report() takes: tables, Markdown and plots again,
     without running anything (also with other objectives: --slo-tpot and friends apply)."""
     from bench.load import Calibration, Level, Record, Run, Sample
 
     data = json.loads(path.read_text())
     nan = float("nan")
-    cal = data["calibration"]
-    levels: list[dict[str, Any]] = [{k: nan if v is None else v for k, v in lv.items()} for lv in cal["levels"]] \
-        if cal else []
-    calibration = None if cal is None else Calibration([Level(**lv) for lv in levels], cal["c_slo"],
-                                                       cal["single_ttft_s"], cal.get("stalls_s", []))
+    cals = [Calibration(**{**c, "levels": [Level(**{k: nan if v is None else v for k, v in lv.items()})
+                                            for lv in c["levels"]]}) for c in data["calibrations"]]
     runs = [Run(**{**r, "records": [Record(**x) for x in r["records"]], "samples": [Sample(**x) for x in r["samples"]]})
             for r in data["runs"]]
-    return data["meta"], calibration, data["c_slo"], runs
+    return data["meta"], cals, runs
 
 
-def write_markdown(path: Path, meta: dict[str, Any], capacity: float, tables: list[Table]) -> None:
+def write_markdown(path: Path, meta: dict[str, Any], runs: list[Run], tables: list[Table]) -> None:
     """The results section; a file holding the results markers keeps everything outside them."""
     head = (f"Run: {meta['mode']} mode, commit {meta['commit']}, {meta['cpus']} CPUs {meta['machine']}, KV cache "
             f"{meta['kv_cache_bytes'] / 2**20:.0f} MiB per server, seed {meta['seed']}, {meta['duration_s']:g} s of "
-            f"sending per level, C_slo {capacity:.2f} req/s, run time {meta.get('run_s', 0):.0f} s.\n")
+            f"sending per level, {c_slo_text(runs)}, run time {meta.get('run_s', 0):.0f} s.\n")
     section = "\n".join([head, *(t.markdown() for t in tables)])
     text = path.read_text() if path.exists() else ""
     if MARK_START in text and MARK_END in text:
@@ -338,7 +374,7 @@ def write_markdown(path: Path, meta: dict[str, Any], capacity: float, tables: li
     note(f"wrote {path}")
 
 
-def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> None:
+def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> None:
     try:
         import matplotlib
 
@@ -374,4 +410,18 @@ def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summa
         fig.tight_layout()
         fig.savefig(folder / name, dpi=110)
         plt.close(fig)
-    note(f"wrote {', '.join(str(folder / f[0]) for f in figures)}")
+    top, curves = tradeoff(runs, slo)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, server in enumerate(servers):
+        if server in curves:
+            ax.plot(TRADEOFF_TPOT_S, curves[server], marker="o", label=server, color=f"C{i}")
+    ax.axvline(slo.tpot_s, color="grey", linestyle=":", label="ours' objective")
+    ax.set_title(f"bench/load.py: on-time req/s at {top:g}x against the TPOT objective", fontsize=10)
+    ax.set_xlabel("TPOT objective judged by (s)")
+    ax.set_ylabel("on-time req/s")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "load-tradeoff.png", dpi=110)
+    plt.close(fig)
+    note(f"wrote {', '.join(str(folder / f[0]) for f in figures)}, {folder / 'load-tradeoff.png'}")
