@@ -134,8 +134,8 @@ def calibration_table(cals: list[Calibration], slo_tpot: float) -> Table:
                   "E2E mean s", "alone TTFT; machine stalls"], rows,
                  ["requests: sent and finished within the level; req/s = concurrency / mean E2E (Little's law, "
                   "no think time), tok/s = req/s x mean tokens per request",
-                  f"C_slo: req/s where TPOT p50 reaches {slo_tpot:g} s (linear interpolation); the level that "
-                  "follows is offered its multiple of it",
+                  f"C_slo: req/s where TPOT p50 reaches {slo_tpot:g} s (Theil-Sen lines through TPOT and E2E "
+                  "against concurrency); the level that follows is offered its multiple of it",
                   "alone TTFT: one request with nothing else running (the no-queue baseline); machine stalls: "
                   "pauses over 100 ms seen by an idle probe (count, total)"])
 
