@@ -1,7 +1,7 @@
 """Open-loop load benchmark: under Poisson load at and beyond capacity, do more requests get on-time
 answers through our server than through vLLM's own OpenAI server (same model, machine and KV size)?
 
-    .venv/bin/python bench/load.py                      # full run: calibration + 3 loads x 3 servers
+    .venv/bin/python bench/load.py                      # full run: 3 loads x 3 servers, each calibrated
     .venv/bin/python bench/load.py --quick              # a few minutes: loads 1.0,1.5, 20 s each
     .venv/bin/python bench/load.py --servers ours,vllm-fcfs --loads 1.5 --duration 30
     .venv/bin/python bench/load.py --json docs/bench/load.json --markdown docs/BENCHMARKS.md
@@ -15,10 +15,10 @@ All three get the same KV cache size: engine.kv_size.default_cpu_kv_bytes(), com
 passed to vLLM (--kv-cache-memory-bytes) and to ours (--set engine.vllm.kv_cache_memory_bytes), so
 memory freed or taken between the starts cannot give them different sizes.
 
-Per load level: (1) a closed-loop calibration against vllm-fcfs finds C_slo, the req/s at which
-vLLM's median time per output token reaches the objective (0.1 s), again before every level since
-this machine's speed drifts over minutes; (2) open-loop Poisson arrivals at the level x C_slo for
---duration s against each server in turn, the identical (arrival, class, prompt) sequence for each;
+Per load level and server: (1) a closed-loop calibration against vllm-fcfs finds C_slo, the req/s
+at which vLLM's median time per output token reaches the objective (0.1 s), just before the run
+since this machine's speed drifts by up to 4x over minutes; (2) open-loop Poisson arrivals at the
+level x C_slo for --duration s, the same unit-rate draws of (arrival, class, prompt) for every run;
 (3) every second, the server tree's RSS and its queue length are sampled. bench/load_report.py turns
 the records into tables, PASS/MISS targets, Markdown and plots; docs/BENCHMARKS.md explains them.
 
@@ -71,8 +71,8 @@ class Mode:
     settle_s: float
 
 
-FULL = Mode((8, 16, 24, 32, 48), 10.0, (0.7, 1.0, 1.5), 60.0, 10.0)
-QUICK = Mode((8, 16, 32), 6.0, (1.0, 1.5), 20.0, 3.0)
+FULL = Mode((8, 16, 24, 32, 48), 6.0, (0.7, 1.0, 1.5), 60.0, 10.0)
+QUICK = Mode((8, 16, 32), 4.0, (1.0, 1.5), 20.0, 3.0)
 
 
 @dataclass
@@ -119,7 +119,7 @@ class Run:
     load: float
     rate: float  # offered req/s: load x c_slo
     duration_s: float
-    c_slo: float  # the level's, from the calibration just before it (or --capacity)
+    c_slo: float  # from the calibration just before this run (or --capacity)
     records: list[Record] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     crashed: bool = False
@@ -139,7 +139,8 @@ class Level:
 
 @dataclass
 class Calibration:
-    load: float  # the level it was measured for, just before it
+    load: float  # the run it was measured for, just before it: this level ...
+    server: str  # ... on this server
     levels: list[Level]
     c_slo: float
     single_ttft_s: float | None  # one request alone: the first-token time with no queue
@@ -298,7 +299,7 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
     if not measured:
         errors = [r.error for r in done if r.error]
         raise RuntimeError(f"calibration completed no request: {errors[0] if errors else 'no answers'}")
-    return Calibration(0.0, out, c_slo(measured, slo_tpot), single if single == single else None)
+    return Calibration(0.0, "", out, c_slo(measured, slo_tpot), single if single == single else None)
 
 
 def level_of(concurrency: int, sample: list[StreamResult]) -> Level:
@@ -437,8 +438,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, from {','.join(SERVERS)}")
     p.add_argument("--loads", help="load levels as multiples of C_slo (default 0.7,1.0,1.5; quick 1.0,1.5)")
     p.add_argument("--duration", type=float, help="seconds of sending per load level (default 60, quick 20)")
-    p.add_argument("--calibration-s", type=float, help="measured seconds per calibration level (default 10, quick 6)")
-    p.add_argument("--capacity", type=float, metavar="REQ_S", help="use this C_slo at every level and skip calibration")
+    p.add_argument("--calibration-s", type=float, help="measured seconds per calibration level (default 6, quick 4)")
+    p.add_argument("--capacity", type=float, metavar="REQ_S", help="use this C_slo for every run and skip calibration")
     p.add_argument("--seed", type=int, default=1, help="seed of the arrival/class sequence (default 1)")
     p.add_argument("--slo-tpot", type=float, default=0.1, help="time-per-output-token objective, s (default 0.1)")
     p.add_argument("--slo-ttft", type=float, default=1.0, help="first-token promise for high, s (default 1)")
@@ -464,10 +465,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration], list[Run]]:
-    """Every server started once (an idle one holds memory, not CPUs), then level by level: vLLM
-    FCFS calibrated, then each server in turn, the order rotated from one level to the next. This
-    machine's speed drifts by 2-3x over minutes: a calibration minutes old can make 1.5x an
-    underload, and the server run first after it sees the level most faithfully. A server that died
+    """Every server started once (an idle one holds memory, not CPUs), then level by level each
+    server in turn, the order rotated from one level to the next, each run offered its multiple of
+    the C_slo calibrated on vLLM FCFS just before it. This machine's speed drifts by up to 4x over
+    minutes (C_slo 1.09-4.29 req/s within one run): one calibration per level made 1.5x an
+    underload for a server run three minutes after it, and 0.7x an overload. A server that died
     during a level is restarted for the next one; the death is recorded."""
     calibrations: list[Calibration] = []
     runs: list[Run] = []
@@ -479,11 +481,11 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
         for name in names:
             servers[name] = start(name, kv_bytes, args.ours_set)
         for i, load in enumerate(args.loads):
-            capacity = args.capacity
-            if capacity is None:
-                calibrations.append(calibration := calibrate_for(load, servers["vllm-fcfs"], args))
-                capacity = calibration.c_slo
             for name in args.servers[i % len(args.servers):] + args.servers[:i % len(args.servers)]:
+                capacity = args.capacity
+                if capacity is None:
+                    calibrations.append(calibration := calibrate_for(load, name, servers["vllm-fcfs"], args))
+                    capacity = calibration.c_slo
                 server = servers[name]
                 runs.append(asyncio.run(run_load(server, load, capacity, args.duration, args.seed, args.settle_s)))
                 if not server.alive():
@@ -498,11 +500,11 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
     return calibrations, runs
 
 
-def calibrate_for(load: float, server: ServerProcess, args: argparse.Namespace) -> Calibration:
-    note(f"calibration for {load:g}x: closed loop at concurrency {', '.join(map(str, args.levels))}")
+def calibrate_for(load: float, name: str, server: ServerProcess, args: argparse.Namespace) -> Calibration:
+    note(f"calibration for {name} {load:g}x: closed loop at concurrency {', '.join(map(str, args.levels))}")
     with machine_stalls() as stalls:
         calibration = asyncio.run(calibrate(server, args.levels, args.calibration_s, args.slo_tpot))
-    calibration.load, calibration.stalls_s = load, stalls
+    calibration.load, calibration.server, calibration.stalls_s = load, name, stalls
     note(f"C_slo = {calibration.c_slo:.2f} req/s")
     return calibration
 

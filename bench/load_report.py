@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from bench.common import ROOT, Stats, note, table
 
@@ -123,19 +123,22 @@ def num(x: float | None, fmt: str = ".2f") -> str:
 
 
 def calibration_table(cals: list[Calibration], slo_tpot: float) -> Table:
+    concurrencies = sorted({lv.concurrency for cal in cals for lv in cal.levels})
+
+    def cell(cal: Calibration, c: int) -> str:
+        lv = next((lv for lv in cal.levels if lv.concurrency == c), None)
+        return "-" if lv is None else f"{num(lv.rps)} @ {ms(lv.tpot_p50_s)}"
+
     rows: list[list[object]] = [
-        [f"{cal.load:g}x" if i == 0 else "", f"{cal.c_slo:.2f}" if i == 0 else "", lv.concurrency, lv.completed,
-         num(lv.rps), num(lv.tok_s, ".0f"), num(lv.tpot_p50_s, ".3f"), ms(lv.ttft_p50_s), num(lv.e2e_mean_s),
-         (f"{ms(cal.single_ttft_s or math.nan)} ms; stalls {len(cal.stalls_s)} ({sum(cal.stalls_s):.1f} s)"
-          if i == 0 else "")]
-        for cal in cals for i, lv in enumerate(cal.levels)]
-    return Table("Calibration before each level: vLLM FCFS, closed loop (its req/s and tok/s against TPOT)",
-                 ["before", "C_slo", "concurrency", "requests", "req/s", "tok/s", "TPOT p50 s", "TTFT p50 ms",
-                  "E2E mean s", "alone TTFT; machine stalls"], rows,
-                 ["requests: sent and finished within the level; req/s = concurrency / mean E2E (Little's law, "
-                  "no think time), tok/s = req/s x mean tokens per request",
+        [cal.server, f"{cal.load:g}x", f"{cal.c_slo:.2f}", *(cell(cal, c) for c in concurrencies),
+         ms(cal.single_ttft_s or math.nan), f"{len(cal.stalls_s)} ({sum(cal.stalls_s):.1f} s)"] for cal in cals]
+    return Table("Calibration before each run: vLLM FCFS, closed loop (req/s @ TPOT p50 ms, by concurrency)",
+                 ["before", "load", "C_slo", *(f"c={c}" for c in concurrencies), "alone TTFT ms", "machine stalls"],
+                 rows,
+                 ["req/s = concurrency / mean E2E of the requests sent and finished at that concurrency (Little's "
+                  "law, no think time)",
                   f"C_slo: req/s where TPOT p50 reaches {slo_tpot:g} s (Theil-Sen lines through TPOT and E2E "
-                  "against concurrency); the level that follows is offered its multiple of it",
+                  "against concurrency); the run that follows is offered its multiple of it",
                   "alone TTFT: one request with nothing else running (the no-queue baseline); machine stalls: "
                   "pauses over 100 ms seen by an idle probe (count, total)"])
 
@@ -146,18 +149,23 @@ def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) 
         for cls in CLASSES:
             s = sums[(run.server, run.load, cls)]
             whole = cls == "all"
-            rows.append([run.server if cls == "high" else "", f"{run.load:g}x" if cls == "high" else "", cls,
+            first = cls == "high"
+            rows.append([run.server if first else "", f"{run.load:g}x" if first else "",
+                         f"{run.c_slo:.2f}" if first else "", cls,
                          f"{s.completed}/{s.sent}", ms(s.ttft.p50), ms(s.ttft.p99), ms(s.tpot.p50),
                          num(s.e2e.p99, ".1f"), num(s.rps), num(s.tok_s, ".0f"), num(s.on_time_rps),
+                         num(s.on_time_rps / run.c_slo),
                          f"{s.refused_429} ({s.refused_429_retry_after})", s.stream_errors, s.other_failures,
                          num(s.max_waiting, "d") if whole else "",
                          f"{s.mem_gb[0]:.2f}-{s.mem_gb[1]:.2f}" if whole and s.mem_gb else ""])
     return Table(
-        f"Open-loop Poisson load ({c_slo_text(runs)}), by server, load and class",
-        ["server", "load", "class", "done/sent", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "E2E p99 s", "req/s",
-         "tok/s", "on-time/s", "429 (RA)", "stream err", "other", "max wait", "mem GB"], rows,
-        ["req/s, tok/s: completed requests and their tokens over the time from the first send to the last completion",
-         "on-time/s: completed, TPOT <= objective, TTFT <= its class's promise; over the sending time",
+        "Open-loop Poisson load, by server, load and class",
+        ["server", "load", "C_slo", "class", "done/sent", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "E2E p99 s",
+         "req/s", "tok/s", "on-time/s", "on-time / C_slo", "429 (RA)", "stream err", "other", "max wait", "mem GB"], rows,
+        ["C_slo: req/s, calibrated on vLLM FCFS just before this run; the run was offered load x C_slo",
+         "req/s, tok/s: completed requests and their tokens over the time from the first send to the last completion",
+         "on-time/s: completed, TPOT <= objective, TTFT <= its class's promise; over the sending time; "
+         "on-time / C_slo: the same in units of the machine's capacity at the time (what the targets compare)",
          "429 (RA): refused with HTTP 429 before the stream opened (of which with Retry-After); stream err: an error "
          "chunk inside a 200 stream; other: any other failure (other status, time-out, broken stream)",
          "max wait: most requests waiting in the server's queue (ours: /v1/queue/status waiting_total; vLLM: "
@@ -165,8 +173,8 @@ def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) 
 
 
 def c_slo_text(runs: list[Run]) -> str:
-    levels = {r.load: r.c_slo for r in runs}
-    return "C_slo " + ", ".join(f"{c:.2f} req/s at {load:g}x" for load, c in sorted(levels.items()))
+    lo, hi = min(r.c_slo for r in runs), max(r.c_slo for r in runs)
+    return f"C_slo {lo:.2f} req/s" if math.isclose(lo, hi) else f"C_slo {lo:.2f}-{hi:.2f} req/s (calibrated per run)"
 
 
 def _at(runs: list[Run], server: str, load: float) -> Run | None:
@@ -178,44 +186,53 @@ def check_row(name: str, goal: str, value: str, ok: bool | None) -> list[object]
 
 
 def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> Table:
+    """Rates are compared in units of each run's own C_slo: on this machine the capacity moves
+    between two runs a minute apart, and a server measured in a fast spell would win on luck."""
     def s(server: str, load: float, cls: str = "all") -> Summary | None:
         return sums[(server, load, cls)] if _at(runs, server, load) else None
+
+    def c(server: str, load: float) -> float:
+        run = _at(runs, server, load)
+        return run.c_slo if run else math.nan
 
     rows: list[list[object]] = []
     o, f = s("ours", 0.7), s("vllm-fcfs", 0.7)
     if o and f:
-        rows.append(check_row("0.7x: ours tok/s vs vLLM FCFS", ">= 0.97x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
-                           o.tok_s >= 0.97 * f.tok_s))
+        ot, ft = o.tok_s / c("ours", 0.7), f.tok_s / c("vllm-fcfs", 0.7)
+        rows.append(check_row("0.7x: ours tok/s vs vLLM FCFS (per C_slo)", ">= 0.97x", f"{ot:.1f} vs {ft:.1f}",
+                              ot >= 0.97 * ft))
         rows.append(check_row("0.7x: ours TTFT p50 (all)", "<= 1.2x vLLM FCFS + 50 ms",
-                           f"{ms(o.ttft.p50)} vs {ms(f.ttft.p50)} ms", o.ttft.p50 <= 1.2 * f.ttft.p50 + 0.05))
+                              f"{ms(o.ttft.p50)} vs {ms(f.ttft.p50)} ms", o.ttft.p50 <= 1.2 * f.ttft.p50 + 0.05))
     if o:
         rows.append(check_row("0.7x: ours refusals", "0", str(o.refusals), o.refusals == 0))
     o, oh, f, p = s("ours", 1.5), s("ours", 1.5, "high"), s("vllm-fcfs", 1.5), s("vllm-priority", 1.5)
-    run = _at(runs, "ours", 1.5)
-    if o and oh and run:
-        high_ttft, tpot, capacity = slo.ttft_s["high"], slo.tpot_s, run.c_slo
+    if o and oh:
+        high_ttft, tpot, on_time = slo.ttft_s["high"], slo.tpot_s, o.on_time_rps / c("ours", 1.5)
         rows.append(check_row("1.5x: ours high TTFT p99", f"<= {high_ttft:g} s", f"{num(oh.ttft.p99, '.3f')} s",
-                           oh.ttft.p99 <= high_ttft))
+                              oh.ttft.p99 <= high_ttft))
         rows.append(check_row("1.5x: ours high TPOT p50", f"<= {tpot:g} s", f"{num(oh.tpot.p50, '.3f')} s",
-                           oh.tpot.p50 <= tpot))
-        rows.append(check_row("1.5x: ours on-time req/s", ">= 0.7 x C_slo", f"{o.on_time_rps:.2f} vs {0.7 * capacity:.2f}",
-                           o.on_time_rps >= 0.7 * capacity))
-        for other, label in ((f, "vLLM FCFS"), (p, "vLLM priority")):
+                              oh.tpot.p50 <= tpot))
+        rows.append(check_row("1.5x: ours on-time req/s", ">= 0.7 x C_slo",
+                              f"{o.on_time_rps:.2f} = {on_time:.2f} x {c('ours', 1.5):.2f}", on_time >= 0.7))
+        for other, server, label in ((f, "vllm-fcfs", "vLLM FCFS"), (p, "vllm-priority", "vLLM priority")):
             if other:
-                rows.append(check_row(f"1.5x: ours on-time req/s vs {label}", ">= 1.5x",
-                                   f"{o.on_time_rps:.2f} vs {other.on_time_rps:.2f}",
-                                   o.on_time_rps >= 1.5 * other.on_time_rps))
+                theirs = other.on_time_rps / c(server, 1.5)
+                rows.append(check_row(f"1.5x: ours on-time vs {label} (per C_slo)", ">= 1.5x",
+                                      f"{on_time:.2f} vs {theirs:.2f}", on_time >= 1.5 * theirs))
         if f:
-            rows.append(check_row("1.5x: ours tok/s vs vLLM FCFS", ">= 0.6x", f"{o.tok_s:.0f} vs {f.tok_s:.0f}",
-                               o.tok_s >= 0.6 * f.tok_s))
+            ot, ft = o.tok_s / c("ours", 1.5), f.tok_s / c("vllm-fcfs", 1.5)
+            rows.append(check_row("1.5x: ours tok/s vs vLLM FCFS (per C_slo)", ">= 0.6x", f"{ot:.1f} vs {ft:.1f}",
+                                  ot >= 0.6 * ft))
         ok = None if o.max_waiting is None or o.max_queue_size is None else o.max_waiting <= o.max_queue_size
-        rows.append(check_row("1.5x: ours max waiting", "<= max_queue_size", f"{o.max_waiting} vs {o.max_queue_size}", ok))
+        rows.append(check_row("1.5x: ours max waiting", "<= max_queue_size", f"{o.max_waiting} vs {o.max_queue_size}",
+                              ok))
         clean = o.refused_429_retry_after
         rows.append(check_row("1.5x: ours refusals as 429 + Retry-After", ">= 99 %",
-                           f"{clean}/{o.refusals}" if o.refusals else "no refusals",
-                           clean >= 0.99 * o.refusals))
+                              f"{clean}/{o.refusals}" if o.refusals else "no refusals", clean >= 0.99 * o.refusals))
     return Table("Targets (ratios from one run)", ["target", "goal", "measured", "result"], rows,
-                 ["n/a: not measured in this run (a load level or server left out, or a figure the server does "
+                 ["per C_slo: the rate divided by the C_slo calibrated just before that run (the machine's capacity "
+                  "then), so a run in a fast spell does not win on luck",
+                  "n/a: not measured in this run (a load level or server left out, or a figure the server does "
                   "not report)"])
 
 
@@ -223,26 +240,27 @@ TRADEOFF_TPOT_S = (0.06, 0.08, 0.1, 0.125, 0.15, 0.2, 0.3)
 
 
 def tradeoff(runs: list[Run], slo: Slo) -> tuple[float, dict[str, list[float]]]:
-    """At the highest load: each server's on-time req/s had it been judged by another TPOT
+    """At the highest load: each server's on-time req/s per C_slo had it been judged by another TPOT
     objective (first-token promises unchanged). Ours still steers to its own; where the curves cross
     is where holding the objective stops paying for the throughput it costs."""
     top = max(r.load for r in runs)
-    curves = {r.server: [sum(Slo(t, slo.ttft_s).on_time(x) for x in r.records) / r.duration_s
+    curves = {r.server: [sum(Slo(t, slo.ttft_s).on_time(x) for x in r.records) / r.duration_s / r.c_slo
                          for t in TRADEOFF_TPOT_S] for r in runs if r.load == top}
     return top, curves
 
 
 def tradeoff_table(runs: list[Run], slo: Slo) -> Table:
     top, curves = tradeoff(runs, slo)
-    tok_s = {r.server: sum(x.completion_tokens or 0 for x in r.records if completed(x)) / r.duration_s
+    tok_s = {r.server: sum(x.completion_tokens or 0 for x in r.records if completed(x)) / r.duration_s / r.c_slo
              for r in runs if r.load == top}
     rows: list[list[object]] = [[f"{t:g}", *(num(curves[s][i]) for s in curves)] for i, t in enumerate(TRADEOFF_TPOT_S)]
-    rows.append(["tok/s (any objective)", *(num(tok_s[s], ".0f") for s in curves)])
-    return Table(f"Trade-off at {top:g}x: on-time req/s by the TPOT objective they are judged by",
+    rows.append(["tok/s per C_slo (any objective)", *(num(tok_s[s], ".1f") for s in curves)])
+    return Table(f"Trade-off at {top:g}x: on-time req/s per C_slo by the TPOT objective they are judged by",
                  ["TPOT objective s", *curves], rows,
                  [f"ours steers to its configured objective ({slo.tpot_s:g} s) whatever the column; a looser "
                   "objective favours the server that admits everything, a tighter one the server that holds the pace",
-                  "tok/s: completed tokens over the sending time"])
+                  "per C_slo: divided by the C_slo calibrated just before the run; tok/s: completed tokens over "
+                 "the sending time"])
 
 
 def before_after_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary],
@@ -305,7 +323,7 @@ def sampled_table(runs: list[Run]) -> Table:
 def report(meta: dict[str, Any], cals: list[Calibration], runs: list[Run], args: argparse.Namespace) -> None:
     slo = Slo(args.slo_tpot, {"high": args.slo_ttft, "low": args.low_promise})
     sums = {(r.server, r.load, c): summarize(r, c, slo) for r in runs for c in CLASSES}
-    cal_15 = next((c for c in cals if math.isclose(c.load, 1.5)), cals[-1] if cals else None)
+    cal_15 = next((c for c in cals if c.server == "vllm-fcfs" and math.isclose(c.load, 1.5)), None)
     tables = ([calibration_table(cals, args.slo_tpot)] if cals else []) + [
         results_table(runs, sums), sampled_table(runs), targets_table(runs, sums, slo),
         tradeoff_table(runs, slo), before_after_table(runs, sums, cal_15)]
@@ -386,20 +404,21 @@ def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summa
     folder = folder if folder.is_absolute() else ROOT / folder
     folder.mkdir(parents=True, exist_ok=True)
     servers = list(dict.fromkeys(r.server for r in runs))
-    figures = [("load-ttft-p99.png", "TTFT p99 (s), log scale", lambda s: s.ttft.p99, ("high", "low"), True),
-               ("load-on-time.png", "on-time req/s", lambda s: s.on_time_rps, ("all",), False),
-               ("load-tok-s.png", "output tok/s", lambda s: s.tok_s, ("all",), False)]
+    figures: list[tuple[str, str, Callable[[Summary, Run], float], tuple[str, ...], bool]] = [
+        ("load-ttft-p99.png", "TTFT p99 (s), log scale", lambda s, r: s.ttft.p99, ("high", "low"), True),
+        ("load-on-time.png", "on-time req/s / C_slo", lambda s, r: s.on_time_rps / r.c_slo, ("all",), False),
+        ("load-tok-s.png", "output tok/s / C_slo", lambda s, r: s.tok_s / r.c_slo, ("all",), False)]
     for name, ylabel, value, classes, log in figures:
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         for i, server in enumerate(servers):
-            loads = sorted(r.load for r in runs if r.server == server)
+            mine = sorted((r for r in runs if r.server == server), key=lambda r: r.load)
             for cls in classes:
                 label = server if cls == "all" else f"{server} {cls}"
-                ax.plot(loads, [value(sums[(server, x, cls)]) for x in loads], marker="o", label=label,
-                        color=f"C{i}", linestyle="--" if cls == "low" else "-")
+                ax.plot([r.load for r in mine], [value(sums[(server, r.load, cls)], r) for r in mine], marker="o",
+                        label=label, color=f"C{i}", linestyle="--" if cls == "low" else "-")
         if name == "load-on-time.png":  # what a perfect server would answer on time: all that was sent
-            sent = {r.load: len(r.records) / r.duration_s for r in runs}
-            ax.plot(sorted(sent), [sent[x] for x in sorted(sent)], color="grey", linestyle=":", label="sent")
+            loads = sorted({r.load for r in runs})
+            ax.plot(loads, loads, color="grey", linestyle=":", label="sent")
         ax.set_title(f"bench/load.py: {ylabel.split(' (')[0]} against offered load", fontsize=10)
         ax.set_xlabel("offered load (x C_slo)")
         ax.set_ylabel(ylabel)
@@ -416,9 +435,9 @@ def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summa
         if server in curves:
             ax.plot(TRADEOFF_TPOT_S, curves[server], marker="o", label=server, color=f"C{i}")
     ax.axvline(slo.tpot_s, color="grey", linestyle=":", label="ours' objective")
-    ax.set_title(f"bench/load.py: on-time req/s at {top:g}x against the TPOT objective", fontsize=10)
+    ax.set_title(f"bench/load.py: on-time req/s per C_slo at {top:g}x against the TPOT objective", fontsize=10)
     ax.set_xlabel("TPOT objective judged by (s)")
-    ax.set_ylabel("on-time req/s")
+    ax.set_ylabel("on-time req/s / C_slo")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
