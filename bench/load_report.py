@@ -249,18 +249,16 @@ def tradeoff(runs: list[Run], slo: Slo) -> tuple[float, dict[str, list[float]]]:
     return top, curves
 
 
-def tradeoff_table(runs: list[Run], slo: Slo) -> Table:
+def tradeoff_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> Table:
     top, curves = tradeoff(runs, slo)
-    tok_s = {r.server: sum(x.completion_tokens or 0 for x in r.records if completed(x)) / r.duration_s / r.c_slo
-             for r in runs if r.load == top}
+    tok_s = {r.server: sums[(r.server, top, "all")].tok_s / r.c_slo for r in runs if r.load == top}
     rows: list[list[object]] = [[f"{t:g}", *(num(curves[s][i]) for s in curves)] for i, t in enumerate(TRADEOFF_TPOT_S)]
     rows.append(["tok/s per C_slo (any objective)", *(num(tok_s[s], ".1f") for s in curves)])
     return Table(f"Trade-off at {top:g}x: on-time req/s per C_slo by the TPOT objective they are judged by",
                  ["TPOT objective s", *curves], rows,
                  [f"ours steers to its configured objective ({slo.tpot_s:g} s) whatever the column; a looser "
                   "objective favours the server that admits everything, a tighter one the server that holds the pace",
-                  "per C_slo: divided by the C_slo calibrated just before the run; tok/s: completed tokens over "
-                 "the sending time"])
+                  "per C_slo: divided by the C_slo calibrated just before the run; tok/s as in the results table"])
 
 
 def before_after_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary],
@@ -326,7 +324,7 @@ def report(meta: dict[str, Any], cals: list[Calibration], runs: list[Run], args:
     cal_15 = next((c for c in cals if c.server == "vllm-fcfs" and math.isclose(c.load, 1.5)), None)
     tables = ([calibration_table(cals, args.slo_tpot)] if cals else []) + [
         results_table(runs, sums), sampled_table(runs), targets_table(runs, sums, slo),
-        tradeoff_table(runs, slo), before_after_table(runs, sums, cal_15)]
+        tradeoff_table(runs, sums, slo), before_after_table(runs, sums, cal_15)]
     for t in tables:
         print()
         print(t.text())
