@@ -48,22 +48,10 @@ from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import (  # noqa: E402
-    NO_STORE,
-    SIM_SERVER_SETTINGS,
-    LoadResult,
-    Progress,
-    Stats,
-    app_argv,
-    free_port,
-    load_row,
-    note,
-    one_connection_client,
-    process_cpu_s,
-    repeat_load,
-    running_server,
-    table,
-)
+from bench.common import NO_STORE, SIM_SERVER_SETTINGS, Progress, Stats, note, table  # noqa: E402
+from bench.clients import LoadResult, load_row, one_connection_client, repeat_load  # noqa: E402
+from bench.machine import process_cpu_s  # noqa: E402
+from bench.servers import app_argv, free_port, running_server  # noqa: E402
 
 HIT_P50_TARGET_MS = 3.0
 LOOKUP_ADDED_TARGET_MS = 1.0

@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import (  # noqa: E402
-    PROMPTS, Progress, ServerProcess, Stats, StreamResult, app_argv, free_port, git_head, note, stop_on_sigterm,
-    stream_chat, system_busy_s, venv_python,
-)
+from bench.common import PROMPTS, Progress, Stats, git_head, note, stop_on_sigterm  # noqa: E402
+from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.machine import system_busy_s  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 from bench.fairness import write_section  # noqa: E402
 from bench.load import (  # noqa: E402
     CLIENT_TIMEOUT_S, Planned, drain_answers, level_of, make_plan, metric_sum, new_client, prompt_for,

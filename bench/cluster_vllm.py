@@ -27,10 +27,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import (  # noqa: E402
-    MODEL_NAME, ServerProcess, StreamResult, app_argv, free_port, git_head, note, stop_on_sigterm, stream_chat,
-    venv_python,
-)
+from bench.common import MODEL_NAME, git_head, note, stop_on_sigterm  # noqa: E402
+from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 from bench.fairness import write_section  # noqa: E402
 from bench.load import (  # noqa: E402
     CLIENT_TIMEOUT_S, Level, ensure_model, level_of, metric_sum, new_client, request_for, start, timed_sleep,

@@ -60,27 +60,11 @@ from typing import TYPE_CHECKING, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
 from bench.common import (  # noqa: E402
-    MODEL_DIR,
-    MODEL_NAME,
-    NO_STORE,
-    OFFLINE_ENV,
-    PROMPTS,
-    ServerProcess,
-    Stats,
-    StreamResult,
-    app_argv,
-    available_gib,
-    free_port,
-    git_head,
-    note,
-    one_connection_client,
-    own_cpu_s,
-    stop_on_sigterm,
-    stream_chat,
-    system_busy_s,
-    table,
-    venv_python,
+    MODEL_DIR, MODEL_NAME, NO_STORE, OFFLINE_ENV, PROMPTS, Stats, git_head, note, stop_on_sigterm, table,
 )
+from bench.clients import StreamResult, one_connection_client, stream_chat  # noqa: E402
+from bench.machine import available_gib, own_cpu_s, system_busy_s  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 
 if TYPE_CHECKING:
     import httpx

@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
 from bench.common import (  # noqa: E402
-    MODEL_NAME, NO_STORE, OFFLINE_ENV, Progress, ServerProcess, Stats, StreamResult, app_argv, free_port, git_head,
-    note, stop_on_sigterm, stream_chat, venv_python,
+    MODEL_NAME, NO_STORE, OFFLINE_ENV, Progress, Stats, git_head, note, stop_on_sigterm,
 )
+from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 from bench.load import (  # noqa: E402
     CLIENT_TIMEOUT_S, Planned, drain_answers, send_on_schedule, timed_sleep, level_of, new_client, prompt_for,
 )

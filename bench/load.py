@@ -44,10 +44,11 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
 from bench.common import (  # noqa: E402
-    MODEL_DIR, MODEL_NAME, NO_STORE, OFFLINE_ENV, PROMPTS, ROOT, Progress, ServerProcess, Stats, StreamResult, app_argv,
-    available_gib, free_port, git_head, machine_stalls, note, stop_on_sigterm, stream_chat, tree_rss_bytes,
-    venv_python,
+    MODEL_DIR, MODEL_NAME, NO_STORE, OFFLINE_ENV, PROMPTS, ROOT, Progress, Stats, git_head, note, stop_on_sigterm,
 )
+from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.machine import available_gib, machine_stalls, tree_rss_bytes  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 
 if TYPE_CHECKING:
     import httpx
@@ -91,7 +92,7 @@ class Record:
     sent_s: float
     status: int
     retry_after: bool  # a Retry-After header came with a non-200 answer
-    error_kind: str  # "" or http / stream / transport / timeout / incomplete (see bench.common.StreamResult)
+    error_kind: str  # "" or http / stream / transport / timeout / incomplete (see bench.clients.StreamResult)
     error: str
     ttft_s: float | None
     tpot_s: float | None
@@ -123,7 +124,7 @@ class Run:
     records: list[Record] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     crashed: bool = False
-    stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.common.machine_stalls
+    stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.machine.machine_stalls
 
 
 @dataclass
@@ -196,7 +197,7 @@ def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
 
 def new_client(url: str) -> httpx.AsyncClient:
     """One shared client with no connection limit. At a few to tens of req/s, each request lasting
-    seconds, the pool's bookkeeping is negligible (the collapse bench/common.py warns about appears
+    seconds, the pool's bookkeeping is negligible (the collapse bench/clients.py warns about appears
     at hundreds of req/s); a client per request would load the TLS certificate store each time, tens
     of milliseconds of CPU on a 2-core machine the server needs."""
     import httpx

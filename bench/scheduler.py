@@ -39,10 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 # FastAPI resolves the baseline endpoint's (string) annotations in this module's globals.
 from starlette.requests import Request as StarletteRequest  # noqa: E402
 
-from bench.common import (  # noqa: E402
-    SIM_SERVER_SETTINGS, LoadResult, Progress, Stats, app_argv, free_port, load_row, note, repeat_load,
-    running_server, table,
-)
+from bench.common import SIM_SERVER_SETTINGS, Progress, Stats, note, table  # noqa: E402
+from bench.clients import LoadResult, load_row, repeat_load  # noqa: E402
+from bench.servers import app_argv, free_port, running_server  # noqa: E402
 
 QUEUE_SIZE = 10_000
 QUEUE_TARGET_US = 20.0
