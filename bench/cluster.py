@@ -49,15 +49,14 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import PROMPTS, Progress, Stats, git_head, note, stop_on_sigterm  # noqa: E402
+from bench.common import PROMPTS, Progress, Stats, git_head, note, stop_on_sigterm, timed_sleep  # noqa: E402
 from bench.clients import StreamResult, stream_chat  # noqa: E402
 from bench.machine import system_busy_s  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 from bench.fairness import write_section  # noqa: E402
-from bench.load import (  # noqa: E402
-    CLIENT_TIMEOUT_S, Planned, drain_answers, level_of, make_plan, metric_sum, new_client, prompt_for,
-    send_on_schedule, timed_sleep,
-)
+from bench.calibration import level_of  # noqa: E402
+from bench.load import drain_answers, metric_sum, send_on_schedule  # noqa: E402
+from bench.load_requests import CLIENT_TIMEOUT_S, Planned, make_plan, new_client, prompt_for  # noqa: E402
 from bench.load_report import Table, check_row, ms, num  # noqa: E402
 
 if TYPE_CHECKING:

@@ -14,6 +14,7 @@ module (every bench module does) then drops bench/ from sys.path altogether.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -183,3 +184,11 @@ class Stats:
         if not s:
             return cls(0, float("nan"), float("nan"), float("nan"), float("nan"))
         return cls(len(s), percentile(s, 50), percentile(s, 99), sum(s) / len(s), s[-1])
+
+
+async def timed_sleep(label: str, seconds: float) -> None:
+    bar, start = Progress(label, float(seconds), "s"), time.monotonic()
+    while (left := seconds - (time.monotonic() - start)) > 0:
+        await asyncio.sleep(min(0.5, left))
+        bar.update(round(time.monotonic() - start, 1))
+    bar.done()

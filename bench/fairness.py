@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING, Any, Iterator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
 from bench.common import (  # noqa: E402
-    MODEL_NAME, NO_STORE, OFFLINE_ENV, Progress, Stats, git_head, note, stop_on_sigterm,
+    MODEL_NAME, NO_STORE, OFFLINE_ENV, Progress, Stats, git_head, note, stop_on_sigterm, timed_sleep,
 )
 from bench.clients import StreamResult, stream_chat  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
-from bench.load import (  # noqa: E402
-    CLIENT_TIMEOUT_S, Planned, drain_answers, send_on_schedule, timed_sleep, level_of, new_client, prompt_for,
-)
+from bench.calibration import level_of  # noqa: E402
+from bench.load import drain_answers, send_on_schedule  # noqa: E402
+from bench.load_requests import CLIENT_TIMEOUT_S, Planned, new_client, prompt_for  # noqa: E402
 from bench.load_report import Table, check_row, ms, num  # noqa: E402
 
 if TYPE_CHECKING:

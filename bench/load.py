@@ -15,12 +15,13 @@ All three get the same KV cache size: engine.kv_size.default_cpu_kv_bytes(), com
 passed to vLLM (--kv-cache-memory-bytes) and to ours (--set engine.vllm.kv_cache_memory_bytes), so
 memory freed or taken between the starts cannot give them different sizes.
 
-Per load level and server: (1) a closed-loop calibration against vllm-fcfs finds C_slo, the req/s
-at which vLLM's median time per output token reaches the objective (0.1 s), just before the run
-since this machine's speed drifts by up to 4x over minutes; (2) open-loop Poisson arrivals at the
-level x C_slo for --duration s, the same unit-rate draws of (arrival, class, prompt) for every run;
-(3) every second, the server tree's RSS and its queue length are sampled. bench/load_report.py turns
-the records into tables, PASS/MISS targets, Markdown and plots; docs/BENCHMARKS.md explains them.
+Per load level and server: (1) a closed-loop calibration against vllm-fcfs (bench/calibration.py)
+finds C_slo, the req/s at which vLLM's median time per output token reaches the objective (0.1 s),
+just before the run since this machine's speed drifts by up to 4x over minutes; (2) open-loop
+Poisson arrivals at the level x C_slo for --duration s, the same unit-rate draws of (arrival,
+class, prompt) for every run (bench/load_requests.py); (3) every second, the server tree's RSS and
+its queue length are sampled. bench/load_report.py turns the records into tables, PASS/MISS
+targets, Markdown and plots; docs/BENCHMARKS.md explains them.
 
 A benchmark, not a test: exit 0 unless something failed to run (1), 130 on Ctrl-C. Servers are
 always stopped (SIGINT, then SIGKILL to the process group).
@@ -33,8 +34,6 @@ import asyncio
 import contextlib
 import os
 import platform
-import random
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -43,10 +42,14 @@ from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import (  # noqa: E402
-    MODEL_DIR, MODEL_NAME, NO_STORE, OFFLINE_ENV, PROMPTS, ROOT, Progress, Stats, git_head, note, stop_on_sigterm,
-)
+from bench.calibration import Calibration, calibrate  # noqa: E402
 from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.common import (  # noqa: E402
+    MODEL_DIR, MODEL_NAME, OFFLINE_ENV, ROOT, Progress, git_head, note, stop_on_sigterm, timed_sleep,
+)
+from bench.load_requests import (  # noqa: E402
+    CLIENT_TIMEOUT_S, HIGH_SHARE, MAX_TOKENS, TEMPERATURE, Planned, make_plan, new_client, request_for,
+)
 from bench.machine import available_gib, machine_stalls, tree_rss_bytes  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 
@@ -54,12 +57,7 @@ if TYPE_CHECKING:
     import httpx
 
 SERVERS = ("vllm-fcfs", "vllm-priority", "ours")
-HIGH_SHARE = 0.2
-MAX_TOKENS = 64
-TEMPERATURE = 0.7
-CLIENT_TIMEOUT_S = 180.0
 SAMPLE_INTERVAL_S = 1.0
-VLLM_PRIORITY = {"high": 0, "low": 1}  # vLLM runs lower values first
 MIN_AVAILABLE_GIB = 4.0  # per server, all up at once: ~2.5 GB plus its KV cache
 
 
@@ -74,13 +72,6 @@ class Mode:
 
 FULL = Mode((8, 16, 24, 32, 48), 6.0, (0.7, 1.0, 1.5), 60.0, 10.0)
 QUICK = Mode((8, 16, 32), 4.0, (1.0, 1.5), 20.0, 3.0)
-
-
-@dataclass
-class Planned:
-    index: int
-    at_s: float  # planned send time after the run's start
-    cls: str  # high | low
 
 
 @dataclass
@@ -127,59 +118,7 @@ class Run:
     stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.machine.machine_stalls
 
 
-@dataclass
-class Level:
-    concurrency: int
-    rps: float
-    tok_s: float
-    tpot_p50_s: float
-    ttft_p50_s: float
-    e2e_mean_s: float
-    completed: int  # requests sent and finished within the level
-
-
-@dataclass
-class Calibration:
-    load: float  # the run it was measured for, just before it: this level ...
-    server: str  # ... on this server
-    levels: list[Level]
-    c_slo: float
-    single_ttft_s: float | None  # one request alone: the first-token time with no queue
-    stalls_s: list[float] = field(default_factory=list)  # the machine's, during the calibration
-
-
-# ----------------------------------------------------------------------------- requests
-
-
-def make_plan(seed: int, rate: float, duration_s: float) -> list[Planned]:
-    """Poisson arrivals with 20 % high. One seed for every load level: the same unit-rate draws
-    scaled by the rate, so a level differs from another only in speed, never in luck."""
-    if rate <= 0:
-        raise RuntimeError(f"offered load must be above 0 req/s, got {rate:g}")
-    rng = random.Random(seed)
-    plan: list[Planned] = []
-    t = rng.expovariate(1.0) / rate
-    while t < duration_s:
-        plan.append(Planned(len(plan), t, "high" if rng.random() < HIGH_SHARE else "low"))
-        t += rng.expovariate(1.0) / rate
-    return plan
-
-
-def prompt_for(index: int) -> str:
-    """About 50 words, different for every request index (no prefix-cache or response-cache hits)."""
-    return f"Request {index}. {PROMPTS[(index * 5) % len(PROMPTS)]}"
-
-
-def request_for(server: str, index: int, cls: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """The body and headers each server understands for a class; vLLM FCFS gets none (it rejects a
-    non-zero priority), ours also gets no-store so its response cache stays out of the way."""
-    body: dict[str, Any] = {"model": MODEL_NAME, "messages": [{"role": "user", "content": prompt_for(index)}],
-                            "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "stream": True,
-                            "stream_options": {"include_usage": True}}
-    if server == "vllm-priority":
-        body["priority"] = VLLM_PRIORITY[cls]
-    headers = {"X-Priority": cls, **NO_STORE} if server == "ours" else {}
-    return body, headers
+# ----------------------------------------------------------------------------- records
 
 
 def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
@@ -193,17 +132,6 @@ def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
         float(header_wait) if header_wait else None)
     return Record(p.index, p.cls, p.at_s, r.sent - t0, r.status, r.status != 200 and "retry-after" in r.headers,
                   r.error_kind, r.error, opt(r.ttft_s), opt(r.tpot_s), opt(r.e2e_s), r.completion_tokens, wait)
-
-
-def new_client(url: str) -> httpx.AsyncClient:
-    """One shared client with no connection limit. At a few to tens of req/s, each request lasting
-    seconds, the pool's bookkeeping is negligible (the collapse bench/clients.py warns about appears
-    at hundreds of req/s); a client per request would load the TLS certificate store each time, tens
-    of milliseconds of CPU on a 2-core machine the server needs."""
-    import httpx
-
-    return httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(CLIENT_TIMEOUT_S),
-                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
 
 
 # ----------------------------------------------------------------------------- servers
@@ -253,95 +181,6 @@ def ensure_model() -> None:
         from engine.model_files import resolve_model
 
         resolve_model(f"bundled:{MODEL_NAME}", ROOT / "models")
-
-
-# ----------------------------------------------------------------------------- calibration
-
-
-async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: float, slo_tpot: float) -> Calibration:
-    """Closed loop against vLLM FCFS: workers are added level by level (8, then 16, ...), each level
-    lasting a warm-up plus measure_s. Workers that start together finish together, so counting
-    completions in a short window measures those waves; instead, with no think time, Little's law
-    gives the rate from the requests sent and finished within the level: c / mean(E2E)."""
-    warmup_s = min(8.0, max(2.0, measure_s / 2))
-    done: list[StreamResult] = []
-    counter = 0
-
-    async with new_client(server.url) as client:
-        singles = [await stream_chat(client, *request_for(server.name, -10 - i, "low"), CLIENT_TIMEOUT_S)
-                   for i in range(3)]
-        single = Stats.of([r.ttft_s for r in singles[1:] if r.ok]).p50
-
-        async def worker() -> None:
-            nonlocal counter
-            while True:
-                counter += 1
-                done.append(await stream_chat(client, *request_for(server.name, counter, "low"), CLIENT_TIMEOUT_S))
-
-        workers: list[asyncio.Task[None]] = []
-        out: list[Level] = []
-        try:
-            for c in levels:
-                begin = time.perf_counter()
-                workers += [asyncio.create_task(worker()) for _ in range(c - len(workers))]
-                await timed_sleep(f"calibration c={c}", warmup_s + measure_s)
-                sample = [r for r in done if r.ok and r.sent >= begin]
-                # Too few answers yet (each takes longer than the level): extend it, up to 3 times.
-                while len(sample) < min(c, 8) and time.perf_counter() - begin < 3 * (warmup_s + measure_s):
-                    await asyncio.sleep(0.5)
-                    sample = [r for r in done if r.ok and r.sent >= begin]
-                out.append(level_of(c, sample))
-        finally:
-            for w in workers:
-                w.cancel()  # closing the streams aborts the requests in vLLM
-            await asyncio.gather(*workers, return_exceptions=True)
-    await timed_sleep("after calibration, settling", 3.0)  # vLLM finishes aborting the cancelled streams
-    measured = [level for level in out if level.completed]
-    if not measured:
-        errors = [r.error for r in done if r.error]
-        raise RuntimeError(f"calibration completed no request: {errors[0] if errors else 'no answers'}")
-    return Calibration(0.0, "", out, c_slo(measured, slo_tpot), single if single == single else None)
-
-
-def level_of(concurrency: int, sample: list[StreamResult]) -> Level:
-    e2e = Stats.of([r.e2e_s for r in sample])
-    rps = concurrency / e2e.mean if sample else 0.0
-    return Level(concurrency, rps, rps * sum(r.tokens for r in sample) / len(sample) if sample else 0.0,
-                 Stats.of([r.tpot_s for r in sample if r.tokens >= 2]).p50, Stats.of([r.ttft_s for r in sample]).p50,
-                 e2e.mean, len(sample))
-
-
-def c_slo(levels: list[Level], slo_tpot: float) -> float:
-    """The req/s at the concurrency where median TPOT reaches the objective. TPOT and mean E2E
-    both grow about linearly with concurrency; a line through each (Theil-Sen: the median of the
-    slopes between every pair of levels) lets no single level decide. A level caught in one of this
-    machine's slow spells, once between its two neighbours, made interpolation call C_slo 1.09 req/s
-    where the line says 2.0. Levels past twice the objective are left out (the curve bends there);
-    the concurrency is kept within the measured ones."""
-    near = [lv for lv in levels if lv.tpot_p50_s < 2 * slo_tpot] or levels
-    if len(near) < 2:
-        return near[0].rps
-    cs = [float(lv.concurrency) for lv in near]
-    tpot_at, tpot_slope = theil_sen(cs, [lv.tpot_p50_s for lv in near])
-    e2e_at, e2e_slope = theil_sen(cs, [lv.e2e_mean_s for lv in near])
-    knee = (slo_tpot - tpot_at) / tpot_slope if tpot_slope > 0 else max(cs)
-    knee = min(max(knee, min(cs)), max(cs))
-    return knee / (e2e_at + e2e_slope * knee)
-
-
-def theil_sen(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """(intercept, slope) of the line through the points, robust to one that is off."""
-    slope = statistics.median((ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs))
-                              for j in range(i + 1, len(xs)) if xs[j] != xs[i])
-    return statistics.median(y - slope * x for x, y in zip(xs, ys)), slope
-
-
-async def timed_sleep(label: str, seconds: float) -> None:
-    bar, start = Progress(label, float(seconds), "s"), time.monotonic()
-    while (left := seconds - (time.monotonic() - start)) > 0:
-        await asyncio.sleep(min(0.5, left))
-        bar.update(round(time.monotonic() - start, 1))
-    bar.done()
 
 
 # ----------------------------------------------------------------------------- open loop

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from bench.common import ROOT, Stats, note, table
 
 if TYPE_CHECKING:
-    from bench.load import Calibration, Record, Run
+    from bench.calibration import Calibration
+    from bench.load import Record, Run
 
 MARK_START = "<!-- load-results:start -->"
 MARK_END = "<!-- load-results:end -->"
@@ -362,7 +363,8 @@ def write_json(path: Path, meta: dict[str, Any], cals: list[Calibration], runs: 
 def read_json(path: Path) -> tuple[dict[str, Any], list[Calibration], list[Run]]:
     """A --json file back into the objects report() takes: tables, Markdown and plots again,
     without running anything (also with other objectives: --slo-tpot and friends apply)."""
-    from bench.load import Calibration, Level, Record, Run, Sample
+    from bench.calibration import Calibration, Level
+    from bench.load import Record, Run, Sample
 
     data = json.loads(path.read_text())
     nan = float("nan")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.load import Level, c_slo
+from bench.calibration import Level, c_slo
 
 
 def level(c: int, tpot_s: float, e2e_s: float) -> Level:
