@@ -28,12 +28,12 @@ class Level:
 
 @dataclass
 class Calibration:
-    load: float  # the run it was measured for, just before it: this level ...
-    server: str  # ... on this server
     levels: list[Level]
     c_slo: float
     single_ttft_s: float | None  # one request alone: the first-token time with no queue
     stalls_s: list[float] = field(default_factory=list)  # the machine's, during the calibration
+    load: float = 0.0  # the run it was measured for, just before it: this level ...
+    server: str = ""  # ... on this server
 
 
 async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: float, slo_tpot: float) -> Calibration:
@@ -78,7 +78,7 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
     if not measured:
         errors = [r.error for r in done if r.error]
         raise RuntimeError(f"calibration completed no request: {errors[0] if errors else 'no answers'}")
-    return Calibration(0.0, "", out, c_slo(measured, slo_tpot), single if single == single else None)
+    return Calibration(out, c_slo(measured, slo_tpot), single if single == single else None)
 
 
 def level_of(concurrency: int, sample: list[StreamResult]) -> Level:

@@ -124,6 +124,14 @@ def note(message: str) -> None:
     tqdm.write(message, file=sys.stderr)
 
 
+async def timed_sleep(label: str, seconds: float) -> None:
+    bar, start = Progress(label, float(seconds), "s"), time.monotonic()
+    while (left := seconds - (time.monotonic() - start)) > 0:
+        await asyncio.sleep(min(0.5, left))
+        bar.update(round(time.monotonic() - start, 1))
+    bar.done()
+
+
 def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], notes: Sequence[str] = ()) -> str:
     """A plain-text table: first column left-aligned (a label), the rest right-aligned (numbers)."""
     cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
@@ -185,10 +193,3 @@ class Stats:
             return cls(0, float("nan"), float("nan"), float("nan"), float("nan"))
         return cls(len(s), percentile(s, 50), percentile(s, 99), sum(s) / len(s), s[-1])
 
-
-async def timed_sleep(label: str, seconds: float) -> None:
-    bar, start = Progress(label, float(seconds), "s"), time.monotonic()
-    while (left := seconds - (time.monotonic() - start)) > 0:
-        await asyncio.sleep(min(0.5, left))
-        bar.update(round(time.monotonic() - start, 1))
-    bar.done()
