@@ -3,17 +3,58 @@ scheduler and the pipeline, owned by none of them."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "abort"]
+ToolFormat = Literal["harmony", "hermes", "native"]  # how a model writes calls; native: an upstream parses them
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
 
 
 @dataclass(slots=True, frozen=True)
 class ChatMessage:
+    """`tool_calls` and `reasoning` on assistant turns; `tool_call_id` on tool results."""
+
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class Tool:
+    """A function the model may call; `parameters` is a JSON Schema."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class ToolUse:
+    """Calls to read from the output. `choice`: "auto", "required" or a function's name."""
+
+    tools: tuple[Tool, ...]
+    choice: str = "auto"
+    parallel: bool = True
+
+
+@dataclass(slots=True, frozen=True)
+class Structured:
+    """A constraint on the answer: `schema` for json_schema, None for any JSON object."""
+
+    schema: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -24,6 +65,18 @@ class GenParams:
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     priority: int = 0  # lower runs first, as in vLLM
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    top_k: int = 0  # 0: off
+    min_p: float = 0.0
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    logit_bias: dict[int, float] | None = None
+    stop_token_ids: list[int] = field(default_factory=list)
+    logprobs: int | None = None  # alternatives per token to return; None: no logprobs
+    structured: Structured | None = None
+    tools: ToolUse | None = None
 
 
 @dataclass(slots=True)
@@ -34,9 +87,27 @@ class Prompt:
     payload: Any = None
 
 
+@dataclass(slots=True, frozen=True)
+class ToolCallDelta:
+    """A piece of a call: the first carries `id` and `name`, later ones argument text."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(slots=True, frozen=True)
+class TokenLogprob:
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()  # the most likely tokens at this step, best first
+
+
 @dataclass(slots=True)
 class Delta:
-    """One step of output: `text` is the answer; `finish_reason` is set on the last delta only."""
+    """One step of output: `text` is the answer; `finish_reason` is set on the last delta only.
+    `tool_call_errors`: output that looked like a call and did not parse (it came back as text)."""
 
     text: str
     num_tokens: int
@@ -44,3 +115,10 @@ class Delta:
     cached_tokens: int = 0
     reasoning: str = ""  # thinking, from models that write it on its own channel (gpt-oss)
     reasoning_tokens: int = 0
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+    tool_call_errors: int = 0
+    logprobs: tuple[TokenLogprob, ...] = ()
+
+
+def new_call_id() -> str:
+    return "call_" + secrets.token_hex(12)
