@@ -14,6 +14,10 @@ Body = TypeVar("Body", bound=BaseModel)
 
 
 def parse_json(raw: bytes, model: type[Body]) -> Body:
+    return validate(load_object(raw), model)
+
+
+def load_object(raw: bytes) -> dict:
     try:
         data = json.loads(raw)
     except ValueError as exc:  # also bad UTF-8 and integers over Python's digit limit
@@ -22,6 +26,10 @@ def parse_json(raw: bytes, model: type[Body]) -> Body:
         raise APIError(400, "request body is not valid JSON: nested too deeply", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, "request body must be a JSON object", code="invalid_json")
+    return data
+
+
+def validate(data: dict, model: type[Body]) -> Body:
     try:
         return model.model_validate(data)
     except ValidationError as exc:

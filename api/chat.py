@@ -8,12 +8,13 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from api.auth import identify
-from api.body import parse_json
+from api.body import load_object, validate
 from api.errors import APIError
 from api.openai_format import CompletionFormat
 from api.relay import complete_response, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
-from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest
+from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest, unknown_fields
+from pipeline.tool_params import ToolParamError, check_tools
 
 
 async def create_chat_completion(request: Request) -> Response:
@@ -37,7 +38,16 @@ async def create_chat_completion(request: Request) -> Response:
 
 
 def parse_body(raw: bytes) -> ChatCompletionRequest:
-    body = parse_json(raw, ChatCompletionRequest)
+    data = load_object(raw)
+    if (unknown := unknown_fields(data)) is not None:
+        raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
+    body = validate(data, ChatCompletionRequest)
+    try:
+        check_tools(body.tools, body.tool_choice)
+    except ToolParamError as exc:
+        raise APIError(400, str(exc), param=exc.param, code="invalid_value") from None
+    if body.top_logprobs is not None and not body.logprobs:
+        raise APIError(400, "top_logprobs needs logprobs: true", param="top_logprobs", code="invalid_value")
     if body.n not in (None, 1):
         raise APIError(400, f"only n=1 is supported; got n={body.n}", param="n", code="invalid_value")
     if len(body.stop_list) > 4:

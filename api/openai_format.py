@@ -6,7 +6,8 @@ import json
 import time
 from dataclasses import dataclass
 
-from pipeline.events import Finished, Usage
+from core.types import TokenLogprob
+from pipeline.events import Finished, ToolCallPiece, Usage
 
 
 @dataclass(slots=True, frozen=True)
@@ -24,7 +25,12 @@ class CompletionFormat:
         return cls(request_id, model, int(time.time()), include_reasoning)
 
     def body(self, finished: Finished) -> dict:
-        message = {"role": "assistant", "content": finished.text, "refusal": None}
+        content = finished.text if finished.text or not finished.tool_calls else None
+        message: dict = {"role": "assistant", "content": content, "refusal": None}
+        if finished.tool_calls:
+            message["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}}
+                                     for c in finished.tool_calls]
         if finished.reasoning and self.include_reasoning:
             message["reasoning_content"] = finished.reasoning
         return {
@@ -32,17 +38,20 @@ class CompletionFormat:
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finished.finish_reason}],
+            "choices": [{"index": 0, "message": message, "logprobs": logprobs(finished.logprobs),
+                         "finish_reason": finished.finish_reason}],
             "usage": usage(finished.usage),
         }
 
-    def chunk(self, delta: dict, finish_reason: str | None = None, with_usage_field: bool = False) -> str:
+    def chunk(self, delta: dict, finish_reason: str | None = None, with_usage_field: bool = False,
+              token_logprobs: tuple[TokenLogprob, ...] | None = None) -> str:
         body = {
             "id": self.request_id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            "choices": [{"index": 0, "delta": delta, "logprobs": logprobs(token_logprobs),
+                         "finish_reason": finish_reason}],
         }
         if with_usage_field:
             body["usage"] = None
@@ -51,6 +60,25 @@ class CompletionFormat:
     def usage_chunk(self, counts: Usage) -> str:
         return sse({"id": self.request_id, "object": "chat.completion.chunk", "created": self.created,
                     "model": self.model, "choices": [], "usage": usage(counts)})
+
+
+def tool_call_delta(piece: ToolCallPiece) -> dict:
+    """The first piece of a call names it (arguments ""); later pieces carry argument text only."""
+    if piece.id is None:
+        return {"index": piece.index, "function": {"arguments": piece.arguments}}
+    return {"index": piece.index, "id": piece.id, "type": "function",
+            "function": {"name": piece.name, "arguments": piece.arguments}}
+
+
+def logprobs(tokens: tuple[TokenLogprob, ...] | None) -> dict | None:
+    if tokens is None:
+        return None
+    return {"content": [{**_logprob(t.token, t.logprob), "top_logprobs": [_logprob(s, p) for s, p in t.top]}
+                        for t in tokens], "refusal": None}
+
+
+def _logprob(token: str, logprob: float) -> dict:
+    return {"token": token, "logprob": max(logprob, -9999.0), "bytes": list(token.encode("utf-8"))}
 
 
 def usage(counts: Usage) -> dict:

@@ -13,9 +13,9 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.errors import error_body, error_response
-from api.openai_format import SSE_DONE, CompletionFormat, sse, sse_comment
+from api.openai_format import SSE_DONE, CompletionFormat, sse, sse_comment, tool_call_delta
 from pipeline.chat import ChatRun
-from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
+from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece
 
 T = TypeVar("T")
 
@@ -108,7 +108,9 @@ async def _sse(first: Event, events: AsyncIterator[Event], fmt: CompletionFormat
                 yield sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")
             yield fmt.chunk({"role": "assistant", "content": ""}, with_usage_field=include_usage)
         elif isinstance(event, TextDelta):
-            yield fmt.chunk({"content": event.text}, with_usage_field=include_usage)
+            yield fmt.chunk({"content": event.text}, with_usage_field=include_usage, token_logprobs=event.logprobs)
+        elif isinstance(event, ToolCallPiece):
+            yield fmt.chunk({"tool_calls": [tool_call_delta(event)]}, with_usage_field=include_usage)
         elif isinstance(event, ReasoningDelta) and fmt.include_reasoning:
             yield fmt.chunk({"reasoning_content": event.text}, with_usage_field=include_usage)
         elif isinstance(event, Finished):

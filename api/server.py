@@ -60,7 +60,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan)
     app.state.services = services
     app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu, services.pipeline.abandoned,
-                                services.pipeline.usage)
+                                services.pipeline.usage, services.pipeline.tool_calls)
     app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes)
     # Ours, so the page's Gradio adds none of its own (it would allow any localhost origin).
     app.add_middleware(CORSMiddleware, allow_origins=services.config.server.cors_origins, allow_methods=["*"],

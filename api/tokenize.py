@@ -9,6 +9,7 @@ from api.auth import identify
 from api.body import parse_json
 from pipeline.params import TokenizeRequest
 from pipeline.prepare import check_model, check_ready
+from pipeline.tool_params import tool_use
 
 
 async def tokenize(request: Request) -> dict:
@@ -18,6 +19,8 @@ async def tokenize(request: Request) -> dict:
     if body.model is not None:
         check_model(engine, body.model)
     check_ready(engine)
-    prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
+    tools = tool_use(body.tools, None, None)
+    prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort,
+                                  tools.tools if tools else ())
     ids = prompt.payload if isinstance(prompt.payload, list) else []
     return {"count": prompt.num_tokens, "max_model_len": engine.capabilities.max_model_len, "tokens": ids}

@@ -25,7 +25,7 @@ class KeyedRequest:
     """The output-deciding parts of a chat request, as the cache sees them."""
 
     model: str
-    messages: tuple[tuple[str, str], ...]
+    messages: tuple[tuple[str, ...], ...]  # (role, text), then a turn's calls or call id as JSON if any
     max_tokens: int | None
     temperature: float | None
     top_p: float | None
@@ -33,6 +33,7 @@ class KeyedRequest:
     seed: int | None
     reasoning_effort: str | None
     namespace: str = ""
+    options: str = ""  # canonical JSON of the rest that decides the answer: tools, response format, penalties
 
 
 def is_cacheable(request: KeyedRequest, mode: str) -> bool:
@@ -46,9 +47,11 @@ def is_cacheable(request: KeyedRequest, mode: str) -> bool:
 
 def make_key(request: KeyedRequest, config: CacheConfig,
              digest: Callable[[bytes], str] = lambda b: hashlib.sha256(b).hexdigest()) -> CacheKey:
-    messages = [[role, normalize(text, config)] for role, text in request.messages]
+    messages = [[role, normalize(text, config), *extra] for role, text, *extra in request.messages]
+    options = {"options": request.options} if request.options else {}
     canonical = json.dumps(
         {
+            **options,
             "v": 1,
             "namespace": request.namespace,
             "model": request.model,

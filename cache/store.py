@@ -14,7 +14,7 @@ import logging
 import sqlite3
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,6 +46,7 @@ class CachedResponse:
     completion_tokens: int
     reasoning: str = ""  # entries written before reasoning was stored have none
     reasoning_tokens: int = 0
+    tool_calls: list[dict] = field(default_factory=list)  # {"id", "name", "arguments"}
 
 
 @dataclass(slots=True)

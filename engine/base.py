@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AsyncIterator, Protocol
 
-from core.types import ChatMessage, Delta, GenParams, Prompt
+from core.types import ChatMessage, Delta, GenParams, Prompt, Tool, ToolFormat
 from settings.schema import EngineConfig
 
 
@@ -21,6 +21,7 @@ class Capabilities:
     block_size: int = 1
     supports_reasoning_effort: bool = False
     max_num_seqs: int = 0  # sequences the engine runs at once; 0: no fixed limit
+    tool_format: ToolFormat | None = None  # None: the model cannot take tools
 
 
 @dataclass(slots=True)
@@ -59,7 +60,8 @@ class EngineBackend(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt: ...
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
+                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt: ...
 
     def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]: ...
 

@@ -18,8 +18,10 @@ from typing import Any, AsyncIterator
 
 import httpx
 
-from core.types import ChatMessage, Delta, GenParams, Prompt
+from core.types import ChatMessage, Delta, GenParams, Prompt, Tool
 from engine.base import Capabilities, EngineError, EngineRejected, EngineStats
+from engine.chat_template import openai_message, tool_dicts
+from engine.openai_wire import call_delta, logprobs_of, sampling_fields, tool_fields
 from engine.upstream_pool import Upstream, UpstreamPool, read_vllm_metrics
 from settings.schema import EngineConfig, OpenAIUpstreamConfig
 
@@ -59,7 +61,7 @@ class OpenAIUpstreamEngine:
     def capabilities(self) -> Capabilities:
         return Capabilities(model=self._model, max_model_len=self._max_model_len or _DEFAULT_CONTEXT,
                             token_budget=None, supports_priority=self.config.send_priority,
-                            supports_reasoning_effort=True,
+                            supports_reasoning_effort=True, tool_format="native",
                             max_num_seqs=self.config.slots_per_upstream * len(self.pool.upstreams))
 
     async def start(self) -> None:
@@ -82,22 +84,25 @@ class OpenAIUpstreamEngine:
         if self._client is not None:
             await self._client.aclose()
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
-        chat = [{"role": m.role, "content": m.content} for m in messages]
-        counted = await self._count_tokens(chat, reasoning_effort) if self.config.tokenize else None
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
+                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
+        chat = [openai_message(m) for m in messages]
+        payload = {"messages": chat, "reasoning_effort": reasoning_effort, "tools": tool_dicts(tools),
+                   "chat_template_kwargs": template_kwargs}
+        counted = await self._count_tokens(payload) if self.config.tokenize else None
         if counted is None:
-            chars = sum(len(m.content) for m in messages)
+            chars = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
+            chars += len(json.dumps(payload["tools"])) if tools else 0
             counted = -(-chars // _CHARS_PER_TOKEN) + _MESSAGE_OVERHEAD * len(messages)
-        return Prompt(num_tokens=counted, payload={"messages": chat, "reasoning_effort": reasoning_effort})
+        return Prompt(num_tokens=counted, payload=payload)
 
-    async def _count_tokens(self, chat: list[dict[str, str]], reasoning_effort: str | None) -> int | None:
+    async def _count_tokens(self, payload: dict[str, Any]) -> int | None:
         """The prompt's tokens by an upstream's tokenizer; None where no upstream can say."""
         upstream = self.pool.pick(exclude=tuple(u for u in self.pool.upstreams if not u.tokenizes))
         if upstream is None or self._client is None:
             return None
-        body: dict[str, Any] = {"model": self._model, "messages": chat, "add_generation_prompt": True}
-        if reasoning_effort:
-            body["reasoning_effort"] = reasoning_effort
+        body: dict[str, Any] = {"model": self._model, "add_generation_prompt": True,
+                                **{k: v for k, v in payload.items() if v}}
         try:
             response = await self._client.post(upstream.root + "/tokenize", json=body, headers=_auth(upstream),
                                                timeout=self.config.connect_timeout_s)
@@ -166,12 +171,15 @@ class OpenAIUpstreamEngine:
             usage = chunk.get("usage")
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
-                text, reasoning = delta.get("content") or "", delta.get("reasoning_content") or ""
+                text = delta.get("content") or ""
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                calls = tuple(call_delta(c) for c in delta.get("tool_calls") or ())
                 finish = choice.get("finish_reason") or finish
-                if text or reasoning:
+                if text or reasoning or calls:
                     counted += 1
                     self._generated += 1
-                    yield Delta(text, 1, reasoning=reasoning, reasoning_tokens=int(bool(reasoning) and not text))
+                    yield Delta(text, 1, reasoning=reasoning, reasoning_tokens=int(bool(reasoning) and not text),
+                                tool_calls=calls, logprobs=logprobs_of(choice.get("logprobs")))
             if usage:
                 extra = max(0, usage.get("completion_tokens", counted) - counted)
                 self._generated += extra
@@ -194,7 +202,7 @@ class OpenAIUpstreamEngine:
             body["reasoning_effort"] = prompt.payload["reasoning_effort"]
         if self.config.send_priority:
             body["priority"] = params.priority
-        return body
+        return {**body, **sampling_fields(params), **tool_fields(prompt.payload, params)}
 
     async def abort(self, request_id: str) -> None:
         """Nothing to do: the scheduler cancels the generator, which closes the upstream stream."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import heapq
 import itertools
 import random
@@ -18,9 +19,11 @@ import re
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
-from core.types import ChatMessage, Delta, GenParams, Prompt
+from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool
+from engine import sim_script
 from engine.base import Capabilities, EngineError, EngineOutOfMemory, EngineStats
 from engine.harmony import split_channels
+from engine.hermes import split_tool_calls
 from settings.schema import EngineConfig, SimConfig
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -48,7 +51,8 @@ class _Sequence:
     text: str = ""
     prefilled: bool = False
     done: bool = False
-    script: list[str | None] = field(default_factory=list)  # harmony: markers, None for a word
+    script: sim_script.Script = field(default_factory=list)  # markers and fixed text, None for a word
+    scripted: bool = False  # the answer is the script (a call, JSON): it ends when the script does
 
 
 class SimEngine:
@@ -80,6 +84,7 @@ class SimEngine:
             token_budget=self.config.kv_tokens,
             supports_priority=True,
             max_num_seqs=self.config.max_num_seqs,
+            tool_format="harmony" if self.config.harmony else "hermes",
         )
 
     async def start(self) -> None:
@@ -97,10 +102,14 @@ class SimEngine:
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
-        text = "".join(f"<|{m.role}|>{m.content}<|end|>" for m in messages)
-        tokens = sum(count_tokens(m.content) + _MESSAGE_OVERHEAD for m in messages)
-        return Prompt(num_tokens=tokens + 1, payload=text)
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
+                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
+        """The payload: the text that seeds the answer, and whether the chat ends on a tool's result."""
+        rendered = [m.content + "".join(c.name + c.arguments for c in m.tool_calls) for m in messages]
+        text = "".join(f"<|{m.role}|>{body}<|end|>" for m, body in zip(messages, rendered))
+        tools_text = json.dumps([[t.name, t.description, t.parameters] for t in tools]) if tools else ""
+        tokens = sum(count_tokens(body) + _MESSAGE_OVERHEAD for body in rendered) + count_tokens(tools_text)
+        return Prompt(num_tokens=tokens + 1, payload={"text": text + tools_text, "after_tool": messages[-1].role == "tool"})
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         if not self._ready or self._wake is None:
@@ -108,7 +117,11 @@ class SimEngine:
         if request_id in self._sequences:
             raise EngineError(f"request {request_id!r} is already running")
         seq = self._new_sequence(request_id, prompt, params)
-        stream = split_channels(self._deltas(seq)) if self.config.harmony else self._deltas(seq)
+        reads_calls = params.tools is not None
+        if self.config.harmony:
+            stream = split_channels(self._deltas(seq), tools=reads_calls)
+        else:
+            stream = split_tool_calls(self._deltas(seq)) if reads_calls else self._deltas(seq)
         try:
             async for delta in stream:
                 yield delta
@@ -142,21 +155,30 @@ class SimEngine:
             generated_tokens=self._generated_tokens,
         )
 
-    def _harmony_script(self, thinking: int) -> list[str | None]:
-        return ["<|channel|>", "analysis", "<|message|>", *[None] * thinking, "<|end|>", "<|start|>", "assistant",
-                "<|channel|>", "final", "<|message|>"]
-
     def _new_sequence(self, request_id: str, prompt: Prompt, params: GenParams) -> _Sequence:
         deterministic = params.temperature == 0 or params.seed is not None
-        digest = hashlib.sha256(f"{prompt.payload}\x00{params.seed or 0}".encode()).digest()
+        given = prompt.payload if isinstance(prompt.payload, dict) else {"text": prompt.payload, "after_tool": False}
+        digest = hashlib.sha256(f"{given['text']}\x00{params.seed or 0}".encode()).digest()
         rng = random.Random(digest if deterministic else None)
         seq = _Sequence(request_id, prompt.num_tokens, params, rng, natural_len=rng.randint(8, 400))
-        if self.config.harmony:
-            seq.script = self._harmony_script(thinking=max(2, seq.natural_len // 4))
+        self._write_script(seq, given["after_tool"])
         self._sequences[request_id] = seq
         heapq.heappush(self._waiting, (params.priority, next(self._order), request_id))
         self._wake.set()
         return seq
+
+    def _write_script(self, seq: _Sequence, after_tool: bool) -> None:
+        """A call to the named tool (else the first) unless the chat ends on a tool's result; JSON
+        under a constraint; else free words, after harmony's thinking."""
+        params, harmony = seq.params, self.config.harmony
+        if params.structured is not None:
+            seq.script, seq.scripted = sim_script.json_script(params.structured.schema, seq.rng, harmony), True
+        elif params.tools is not None and not after_tool:
+            by_name = {t.name: t for t in params.tools.tools}
+            tool = by_name.get(params.tools.choice, params.tools.tools[0])
+            seq.script, seq.scripted = sim_script.call_script(tool, seq.rng, harmony), True
+        elif harmony:
+            seq.script = sim_script.thinking(max(2, seq.natural_len // 4)) + sim_script.final_channel()
 
     def _forget(self, seq: _Sequence) -> None:
         seq.done = True
@@ -220,14 +242,26 @@ class SimEngine:
             return
         seq.text += piece
         reason = "length" if seq.generated >= seq.params.max_tokens else None
-        if reason is None and self.config.natural_stop and seq.generated >= seq.natural_len:
+        if reason is None and seq.scripted:
+            reason = "stop" if seq.generated >= len(seq.script) else None
+        elif reason is None and self.config.natural_stop and seq.generated >= seq.natural_len:
             reason = "stop"
+            piece += "<|return|>" if self.config.harmony else ""
+        logprobs = self._logprobs(seq, piece)
         if reason:
-            if reason == "stop" and self.config.harmony:
-                piece += "<|return|>"
-            self._finish(seq, Delta(piece, 1, reason))
+            self._finish(seq, Delta(piece, 1, reason, logprobs=logprobs))
         else:
-            seq.out.put_nowait(Delta(piece, 1))
+            seq.out.put_nowait(Delta(piece, 1, logprobs=logprobs))
+
+    @staticmethod
+    def _logprobs(seq: _Sequence, piece: str) -> tuple[TokenLogprob, ...]:
+        """Made-up numbers of the right shape: the piece written, and the next words as alternatives."""
+        asked = seq.params.logprobs
+        if asked is None:
+            return ()
+        chosen = -round(seq.rng.random(), 4)
+        others = [(word, chosen - 1.0 - i) for i, word in enumerate(_WORDS[:max(0, asked - 1)])]
+        return (TokenLogprob(piece, chosen, tuple([(piece, chosen), *others][:asked])),)
 
     def _next_piece(self, seq: _Sequence) -> str:
         if seq.generated < len(seq.script) and (marker := seq.script[seq.generated]) is not None:

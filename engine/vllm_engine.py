@@ -13,9 +13,11 @@ import logging
 import os
 from typing import Any, AsyncIterator
 
-from core.types import ChatMessage, Delta, GenParams, Prompt
+from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool, ToolFormat
 from engine.base import Capabilities, EngineError, EngineStats
+from engine.chat_template import message_dicts, template_for_tools, tool_dicts, tool_format
 from engine.harmony import CHANNEL, MESSAGE, split_channels
+from engine.hermes import split_tool_calls
 from engine.kv_size import default_cpu_kv_bytes
 from engine.model_files import resolve_model
 from settings.schema import EngineConfig, VllmConfig
@@ -34,6 +36,7 @@ class VllmEngine:
         self._block_size = 1
         self._reasoning = False
         self._harmony = False
+        self._tool_format: ToolFormat | None = None
         self._stats: dict[str, float] = {}
         self._generated = 0
 
@@ -55,6 +58,7 @@ class VllmEngine:
             block_size=self._block_size,
             supports_reasoning_effort=self._reasoning,
             max_num_seqs=self.config.max_num_seqs,
+            tool_format=self._tool_format,
         )
 
     async def start(self) -> None:
@@ -63,8 +67,10 @@ class VllmEngine:
         cache = self._engine.vllm_config.cache_config
         self._block_size = cache.block_size
         self._budget = cache.num_gpu_blocks * cache.block_size
-        self._reasoning = "reasoning_effort" in (getattr(self._tokenizer, "chat_template", None) or "")
+        template = getattr(self._tokenizer, "chat_template", None) or ""
+        self._reasoning = "reasoning_effort" in template
         self._harmony = has_harmony_tokens(self._tokenizer)
+        self._tool_format = tool_format(template, self._harmony)
 
     def _build(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -92,10 +98,19 @@ class VllmEngine:
         await asyncio.to_thread(engine.shutdown, 5.0)
         engine.shutdown = lambda *args, **kwargs: None  # its __del__ would shut down again at exit and fail
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None) -> Prompt:
-        chat = [{"role": m.role, "content": m.content} for m in messages]
-        extra = {"reasoning_effort": reasoning_effort} if reasoning_effort and self._reasoning else {}
-        text = self._tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False, **extra)
+    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
+                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
+        extra: dict[str, Any] = dict(template_kwargs or {})
+        if reasoning_effort and self._reasoning:
+            extra["reasoning_effort"] = reasoning_effort
+        template = getattr(self._tokenizer, "chat_template", None) or ""
+        with_tools = bool(tools) or any(m.tool_calls or m.role == "tool" for m in messages)
+        if with_tools and (own := template_for_tools(template)) is not None:
+            extra["chat_template"] = own
+        if tools:
+            extra["tools"] = tool_dicts(tools)
+        text = self._tokenizer.apply_chat_template(message_dicts(messages), add_generation_prompt=True,
+                                                   tokenize=False, **extra)
         ids = self._tokenizer.encode(text, add_special_tokens=False)
         return Prompt(num_tokens=len(ids), payload=ids)
 
@@ -109,19 +124,24 @@ class VllmEngine:
         priority = params.priority if self.config.scheduling_policy == "priority" else 0
         outputs = self._engine.generate(TokensPrompt(prompt_token_ids=prompt.payload), sampling, request_id,
                                         priority=priority)
-        deltas = self._deltas(outputs)
+        deltas = self._deltas(outputs, params.logprobs)
+        if self._harmony:
+            deltas = split_channels(deltas, tools=params.tools is not None)
+        elif params.tools is not None:
+            deltas = split_tool_calls(deltas)
         try:
-            async for delta in split_channels(deltas) if self._harmony else deltas:
+            async for delta in deltas:
                 yield delta
         except VLLMValidationError as exc:
             raise EngineError(str(exc)) from None
 
-    async def _deltas(self, outputs: AsyncIterator[Any]) -> AsyncIterator[Delta]:
+    async def _deltas(self, outputs: AsyncIterator[Any], top: int | None) -> AsyncIterator[Delta]:
         async for output in outputs:
             piece = output.outputs[0]
             self._generated += len(piece.token_ids)
             finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
-            yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens)
+            yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens,
+                        logprobs=_logprobs(piece, top))
 
     async def abort(self, request_id: str) -> None:
         if self._engine is not None:
@@ -140,12 +160,35 @@ class VllmEngine:
 
     def _sampling_params(self, params: GenParams) -> Any:
         from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
-        return SamplingParams(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
-                              seed=params.seed, stop=params.stop or None, output_kind=RequestOutputKind.DELTA,
-                              # harmony's channel markers are special tokens: keep them, with no added spaces
-                              skip_special_tokens=not self._harmony, spaces_between_special_tokens=not self._harmony)
+        constraint = None
+        if params.structured is not None:
+            schema = params.structured.schema
+            constraint = StructuredOutputsParams(json=schema) if schema else StructuredOutputsParams(json_object=True)
+        return SamplingParams(
+            max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p, seed=params.seed,
+            stop=params.stop or None, output_kind=RequestOutputKind.DELTA,
+            presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
+            repetition_penalty=params.repetition_penalty, top_k=params.top_k or -1, min_p=params.min_p,
+            min_tokens=params.min_tokens, ignore_eos=params.ignore_eos, logit_bias=params.logit_bias,
+            stop_token_ids=params.stop_token_ids or None, logprobs=params.logprobs, structured_outputs=constraint,
+            # harmony's channel markers are special tokens: keep them, with no added spaces
+            skip_special_tokens=not self._harmony, spaces_between_special_tokens=not self._harmony)
+
+
+def _logprobs(piece: Any, top: int | None) -> tuple[TokenLogprob, ...]:
+    """vLLM's per-token {token id: Logprob} as OpenAI's entries: the chosen token, then the `top`
+    most likely ones, best first."""
+    if not piece.logprobs or top is None:
+        return ()
+    out = []
+    for token_id, ranked in zip(piece.token_ids, piece.logprobs):
+        chosen = ranked[token_id]
+        best = sorted(ranked.values(), key=lambda lp: lp.rank or 0)[:top]
+        out.append(TokenLogprob(chosen.decoded_token or "", chosen.logprob,
+                                tuple((lp.decoded_token or "", lp.logprob) for lp in best)))
+    return tuple(out)
 
 
 def has_harmony_tokens(tokenizer: Any) -> bool:

@@ -22,7 +22,7 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 class Metrics:
     def __init__(self, scheduler: Scheduler, cache: ResponseCache | None, gpu: GpuMonitor | None,
-                 abandoned: Mapping[str, int], usage: UsageLedger) -> None:
+                 abandoned: Mapping[str, int], usage: UsageLedger, tool_calls: Mapping[str, int] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.admitted = Counter("gptoss_requests_admitted", "Requests admitted into the engine", ["priority"], registry=r)
@@ -42,7 +42,7 @@ class Metrics:
                               ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram("gptoss_request_duration_seconds", "Time from arrival to the last token of a "
                              "completed request", ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
-        r.register(_LiveState(scheduler, cache, gpu, abandoned))
+        r.register(_LiveState(scheduler, cache, gpu, abandoned, tool_calls or {}))
         r.register(_CallerUsage(usage))
         scheduler.listeners.append(self.on_event)
 
@@ -77,8 +77,9 @@ class _LiveState:
     """Gauges and engine/cache counters read when Prometheus scrapes, so they are never stale."""
 
     def __init__(self, scheduler: Scheduler, cache: ResponseCache | None, gpu: GpuMonitor | None,
-                 abandoned: Mapping[str, int]) -> None:
+                 abandoned: Mapping[str, int], tool_calls: Mapping[str, int]) -> None:
         self.scheduler, self.cache, self.gpu, self.abandoned = scheduler, cache, gpu, abandoned
+        self.tool_calls = tool_calls
 
     def describe(self) -> list:
         return []
@@ -116,6 +117,9 @@ class _LiveState:
         for stage in ("body", "cache"):
             left.add_metric([stage], self.abandoned.get(stage, 0))
         yield left
+        yield CounterMetricFamily("gptoss_tool_calls", "Tool calls in answers", self.tool_calls.get("made", 0))
+        yield CounterMetricFamily("gptoss_tool_call_parse_errors", "Output that looked like a tool call and did "
+                                  "not parse (returned as content)", self.tool_calls.get("parse_errors", 0))
         if self.cache is not None:
             yield CounterMetricFamily("gptoss_cache_hits", "Response cache hits", self.cache.hits)
             yield CounterMetricFamily("gptoss_cache_misses", "Response cache misses", self.cache.misses)

@@ -4,13 +4,14 @@ write-back of finished answers."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 
 from cache.flight import SingleFlight
 from cache.keys import CacheKey, KeyedRequest, is_cacheable, make_key
 from cache.redis_store import RedisResponseCache
 from cache.store import CachedResponse, ResponseCache
-from pipeline.params import ChatCompletionRequest
+from pipeline.params import NO_OPS, ChatCompletionRequest, Message
 from settings.schema import CacheConfig
 
 
@@ -36,14 +37,14 @@ class CachePath:
         """`Cache-Control: no-store` or `"cache": false` bypass the cache; `no-cache` skips the
         lookup but stores the fresh answer; only deterministic requests are cached unless configured."""
         directives = {d.strip().lower() for d in cache_control.split(",")}
-        if self.cache is None or body.cache is False or "no-store" in directives:
-            return CachePlan()
+        if self.cache is None or body.cache is False or "no-store" in directives or body.logprobs:
+            return CachePlan()  # a replay has no logprobs to give
         keyed = KeyedRequest(
             model=model,
-            messages=tuple((m.role, m.content) for m in (msg.to_chat() for msg in body.messages)),
+            messages=tuple(_keyed_message(msg) for msg in body.messages),
             max_tokens=body.requested_max_tokens, temperature=body.temperature, top_p=body.top_p,
             stop=tuple(body.stop_list), seed=body.seed, reasoning_effort=body.reasoning_effort,
-            namespace=namespace,
+            namespace=namespace, options=_options(body),
         )
         if not is_cacheable(keyed, self.config.mode):
             return CachePlan()
@@ -100,3 +101,23 @@ class CachePath:
     async def _unclaim(self, key: CacheKey) -> None:
         await self.cache.flush()
         await self.cache.unclaim(key)
+
+
+_NOT_IN_OPTIONS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
+                   "reasoning_effort", "stream", "stream_options", "cache", "include_reasoning", "priority",
+                   "request_id", *NO_OPS}
+
+
+def _options(body: ChatCompletionRequest) -> str:
+    """Everything else the body sets that can change the answer, canonically; "" for none, so a
+    plain request keeps the key it always had."""
+    rest = body.model_dump(mode="json", exclude=_NOT_IN_OPTIONS, exclude_none=True, by_alias=True)
+    return json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if rest else ""
+
+
+def _keyed_message(message: Message) -> tuple[str, ...]:
+    chat = message.to_chat()
+    extra = {"tool_calls": [[c.id, c.name, c.arguments] for c in chat.tool_calls], "tool_call_id": chat.tool_call_id,
+             "name": chat.name, "reasoning": chat.reasoning}
+    extra = {k: v for k, v in extra.items() if v}
+    return (chat.role, chat.content, *([json.dumps(extra, sort_keys=True, ensure_ascii=False)] if extra else []))

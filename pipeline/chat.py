@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 from cache.store import CachedResponse
-from core.types import Delta
+from core.types import Delta, ToolCall
 from engine.base import EngineBackend
 from pipeline.cache_path import CachePath, CachePlan
 from pipeline.caller import Caller
-from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, Usage
+from pipeline.answer import Answer
+from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, Usage
+from pipeline.forced_call import ForcedCallReader
 from pipeline.params import ChatCompletionRequest
 from pipeline.prepare import check_model, max_tokens_param, prepare_generation
 from pipeline.rate_limit import RateLimiter
@@ -64,6 +66,7 @@ class ChatPipeline:
         self.limiter = limiter or RateLimiter()
         self.usage = usage or UsageLedger()
         self.abandoned: Counter[str] = Counter()  # calls whose client left before the queue had them, by stage
+        self.tool_calls: Counter[str] = Counter()  # "made", and "parse_errors": output that looked like a call
 
     async def start(self, call: ChatCall) -> ChatRun:
         """Everything that can refuse before any answer exists; raises Refusal."""
@@ -88,7 +91,7 @@ class ChatPipeline:
         run = ChatRun(self, call, request_id, priority, plan, hit)
         if hit is None:
             try:
-                run.ticket = await self._submit(call, request_id, priority, score)
+                run.ticket, run.forced = await self._submit(call, request_id, priority, score)
             except BaseException:
                 run.release()
                 raise
@@ -114,8 +117,10 @@ class ChatPipeline:
         except PriorityInputError as exc:
             raise Refusal(400, str(exc), param=exc.param, code="invalid_priority") from None
 
-    async def _submit(self, call: ChatCall, request_id: str, priority: PriorityClass, score: float) -> Ticket:
-        prompt, params = await prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
+    async def _submit(self, call: ChatCall, request_id: str, priority: PriorityClass,
+                      score: float) -> tuple[Ticket, ForcedCallReader | None]:
+        generation = await prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
+        prompt, params = generation.prompt, generation.params
         caller = call.caller
         self.limiter.check_tokens(caller, prompt.num_tokens)
         request = Request(request_id=request_id, priority=priority, score=score, prompt=prompt, params=params,
@@ -129,7 +134,7 @@ class ChatPipeline:
             refusal.headers = self.limiter.headers(caller)
             raise refusal from None
         self.limiter.spend(caller, prompt.num_tokens)
-        return ticket
+        return ticket, ForcedCallReader(generation.forced) if generation.forced else None
 
 
 class ChatRun:
@@ -145,6 +150,7 @@ class ChatRun:
         self.plan = plan
         self.hit = hit
         self.ticket: Ticket | None = None
+        self.forced: ForcedCallReader | None = None
         self.started = time.monotonic()
         self.rate_headers: dict[str, str] = {}
         self.completion_tokens = 0
@@ -205,12 +211,12 @@ class ChatRun:
 
     async def _from_ticket(self) -> AsyncIterator[Event]:
         ticket, scheduler = self.ticket, self.pipeline.scheduler
-        text, reasoning, tokens, reasoning_tokens, cached_tokens, wait = "", "", 0, 0, 0, 0.0
+        answer, wait = Answer(self.call.params.logprobs_count is not None), 0.0
         first_token_at: float | None = None
         while True:
             if self._timed_out():
                 message = f"no answer within {self.call.timeout_s:g} s; stopped"
-                yield Refused(Refusal(408, message, code="timeout"), text)
+                yield Refused(Refusal(408, message, code="timeout"), answer.text)
                 return
             event = await ticket.next_event(timeout=NOTICE_INTERVAL_S)
             if event is None:
@@ -222,28 +228,31 @@ class ChatRun:
                 self._mark_open()
                 yield Started(wait, self.priority.value)
             elif isinstance(event, SchedulerError):
-                yield Refused(Refusal.from_scheduler(event), text)
+                yield Refused(Refusal.from_scheduler(event), answer.text)
                 return
             elif isinstance(event, Delta):
                 if event.finish_reason == "abort":
-                    yield Refused(Refusal(503, "generation was aborted by the engine", code="aborted"), text)
+                    yield Refused(Refusal(503, "generation was aborted by the engine", code="aborted"), answer.text)
                     return
                 first_token_at = first_token_at or time.monotonic()
-                text, tokens = text + event.text, tokens + event.num_tokens
-                self.completion_tokens = tokens
-                reasoning, reasoning_tokens = reasoning + event.reasoning, reasoning_tokens + event.reasoning_tokens
-                cached_tokens = max(cached_tokens, event.cached_tokens)
-                if event.reasoning:
-                    yield ReasoningDelta(event.reasoning)
-                if event.text:
-                    yield TextDelta(event.text)
+                for out in answer.add(self.forced.feed(event) if self.forced else event):
+                    yield out
+                self.completion_tokens = answer.tokens
                 if event.finish_reason:
-                    usage = Usage(self.prompt_tokens, tokens, cached_tokens, reasoning_tokens)
-                    self.pipeline.cache.store(self.plan, CachedResponse(
-                        text, event.finish_reason, usage.prompt_tokens, tokens, reasoning, reasoning_tokens))
-                    yield Finished(text, event.finish_reason, usage, False, wait, _speed(tokens, first_token_at),
-                                   reasoning)
+                    yield self._finished(answer, event.finish_reason, wait, first_token_at)
                     return
+
+    def _finished(self, answer: Answer, engine_reason: str, wait: float, first_token_at: float | None) -> Finished:
+        usage = Usage(self.prompt_tokens, answer.tokens, answer.cached_tokens, answer.reasoning_tokens)
+        reason, calls = answer.finish_reason(engine_reason), answer.tool_calls
+        counts = self.pipeline.tool_calls
+        counts["made"] += len(calls)
+        counts["parse_errors"] += answer.tool_call_errors
+        self.pipeline.cache.store(self.plan, CachedResponse(
+            answer.text, reason, usage.prompt_tokens, answer.tokens, answer.reasoning, answer.reasoning_tokens,
+            [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]))
+        return Finished(answer.text, reason, usage, False, wait, _speed(answer.tokens, first_token_at),
+                        answer.reasoning, calls, tuple(answer.logprobs) if answer.with_logprobs else None)
 
     def _timed_out(self) -> bool:
         limit = self.call.timeout_s
@@ -264,9 +273,12 @@ def _queued(scheduler: Scheduler, request_id: str) -> Queued | None:
 def _replay(hit: CachedResponse, priority: PriorityClass) -> list[Event]:
     """A stored answer as the same events a fresh one makes, in word-sized pieces."""
     usage = Usage(hit.prompt_tokens, hit.completion_tokens, reasoning_tokens=hit.reasoning_tokens)
+    calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in hit.tool_calls)
+    pieces = [piece for i, c in enumerate(calls)
+              for piece in (ToolCallPiece(i, c.id, c.name, ""), ToolCallPiece(i, None, None, c.arguments))]
     return [Started(0.0, priority.value), *(ReasoningDelta(p) for p in _PIECES.findall(hit.reasoning)),
-            *(TextDelta(p) for p in _PIECES.findall(hit.text)),
-            Finished(hit.text, hit.finish_reason, usage, True, 0.0, reasoning=hit.reasoning)]
+            *(TextDelta(p) for p in _PIECES.findall(hit.text)), *pieces,
+            Finished(hit.text, hit.finish_reason, usage, True, 0.0, reasoning=hit.reasoning, tool_calls=calls)]
 
 
 def _speed(tokens: int, first_token_at: float | None) -> float | None:

@@ -1,10 +1,11 @@
-"""What a call yields, in order: Queued* (while it waits), Started, ReasoningDelta* and TextDelta*,
-then Finished; or Refused at any point. Transports render these and nothing else."""
+"""What a call yields, in order: Queued* (while it waits), Started, ReasoningDelta*, TextDelta* and
+ToolCallPiece*, then Finished; or Refused at any point. Transports render these and nothing else."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.types import TokenLogprob, ToolCall
 from pipeline.refusal import Refusal
 
 
@@ -25,6 +26,17 @@ class Started:
 @dataclass(slots=True, frozen=True)
 class TextDelta:
     text: str
+    logprobs: tuple[TokenLogprob, ...] | None = None  # None: not asked for
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallPiece:
+    """A piece of a tool call: the first of a call has its id and name, later ones argument text."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
 
 
 @dataclass(slots=True, frozen=True)
@@ -51,6 +63,8 @@ class Finished:
     queue_wait_s: float
     tokens_per_s: float | None = None
     reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -59,4 +73,4 @@ class Refused:
     partial_text: str = ""
 
 
-Event = Queued | Started | ReasoningDelta | TextDelta | Finished | Refused
+Event = Queued | Started | ReasoningDelta | TextDelta | ToolCallPiece | Finished | Refused

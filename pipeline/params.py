@@ -1,43 +1,28 @@
-"""The chat completion request as OpenAI defines it, plus our `priority` and `request_id`."""
+"""The chat completion request as OpenAI defines it, plus the sampling extensions vLLM's server
+takes and our `priority`, `cache` and `request_id`. Every field is honoured or a documented no-op;
+any other field is refused by name (`unknown_fields`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from core.types import ChatMessage
+from pipeline.messages import Message, TextPart, ToolCallIn
+from pipeline.tool_params import ResponseFormat, ToolChoice, ToolDef
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 
-
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    type: Literal["text"]
-    text: str
-
-
-class Message(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
-    role: Literal["system", "developer", "user", "assistant"]
-    content: str | Annotated[list[TextPart], Field(min_length=1)]
-    name: str | None = None
-
-    @field_validator("content")
-    @classmethod
-    def _encodable(cls, content: str | list[TextPart]) -> str | list[TextPart]:
-        """JSON may escape a lone surrogate (\\ud800); no tokenizer can encode it."""
-        texts = [content] if isinstance(content, str) else [p.text for p in content]
-        for text in texts:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError("text must be valid Unicode, without lone surrogates") from None
-        return content
-
-    def to_chat(self) -> ChatMessage:
-        text = self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
-        return ChatMessage("system" if self.role == "developer" else self.role, text)
+UNSUPPORTED = {
+    "audio": "audio output is not supported: the served models write text",
+    "prediction": "predicted outputs are not supported",
+    "web_search_options": "web search is not supported",
+    "functions": "the deprecated 'functions' is not supported; send 'tools'",
+    "function_call": "the deprecated 'function_call' is not supported; send 'tool_choice'",
+    "verbosity": "verbosity is not supported by the served models",
+    "prompt_cache_retention": "prompt_cache_retention is not supported; the engine's prefix cache keeps what fits",
+}
+NO_OPS = ("metadata", "store", "prompt_cache_key", "safety_identifier", "service_tier", "user")
 
 
 class StreamOptions(BaseModel):
@@ -46,7 +31,7 @@ class StreamOptions(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
     messages: list[Message] = Field(min_length=1)
@@ -58,9 +43,34 @@ class ChatCompletionRequest(BaseModel):
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)  # a 64-bit integer, as the engines take
     stream: bool = False
     stream_options: StreamOptions | None = None
-    user: str | None = None
     n: int | None = None
+    modalities: list[Literal["text"]] | None = None
     reasoning_effort: Literal["low", "medium", "high"] | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+    # vLLM's sampling extensions, as its server takes them
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=2)
+    min_tokens: int | None = Field(default=None, ge=0)
+    ignore_eos: bool | None = None
+    stop_token_ids: list[int] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    # bookkeeping that cannot change the answer (NO_OPS)
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    service_tier: str | None = None
+    user: str | None = None
+    # ours
     cache: bool | None = None
     include_reasoning: bool = True
     priority: str | int | None = None
@@ -78,6 +88,21 @@ class ChatCompletionRequest(BaseModel):
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
+    @property
+    def logprobs_count(self) -> int | None:
+        """Alternatives per token the engine returns; None without `logprobs: true`."""
+        return (self.top_logprobs or 0) if self.logprobs else None
+
+
+def unknown_fields(data: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, why) for the first field of a request body this server does not take."""
+    for name in data:
+        if name in UNSUPPORTED:
+            return name, UNSUPPORTED[name]
+        if name not in ChatCompletionRequest.model_fields:
+            return name, f"unrecognized request argument supplied: {name}"
+    return None
+
 
 class TokenizeRequest(BaseModel):
     """vLLM's chat form of `POST /tokenize`: the messages as the chat template lays them out,
@@ -88,6 +113,7 @@ class TokenizeRequest(BaseModel):
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
     reasoning_effort: Literal["low", "medium", "high"] | None = None
+    tools: list[ToolDef] | None = None
 
 
 def describe(error: ValidationError) -> tuple[str, str]:
@@ -107,4 +133,7 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-_UNION_TAGS = {"str", "int", "list[str]", "list[TextPart]", "TextPart", "bool", "float", "none"}
+_UNION_TAGS = {"str", "int", "list[str]", "list[TextPart]", "TextPart", "bool", "float", "none",
+               "NamedToolChoice", "literal['none','auto','required']"}
+__all__ = ["ChatCompletionRequest", "Message", "TextPart", "ToolCallIn", "TokenizeRequest", "describe",
+           "unknown_fields", "REQUEST_ID_PATTERN"]

@@ -1,11 +1,25 @@
-"""A validated call checked against the engine: the model exists, it is loaded, the answer fits."""
+"""A validated call checked against the engine: the model exists, it is loaded, it can take the
+tools, the answer fits; and the sampling parameters, constraint and calls to read that it gets."""
 
 from __future__ import annotations
 
-from core.types import GenParams, Prompt
+from dataclasses import dataclass
+
+from core.types import GenParams, Prompt, Structured, ToolUse
 from engine.base import EngineBackend
+from pipeline.forced_call import forced_schema, is_forced
 from pipeline.params import ChatCompletionRequest
 from pipeline.refusal import Refusal
+from pipeline.tool_params import structured, tool_use
+
+
+@dataclass(slots=True)
+class Generation:
+    """`forced`: a call the engine was constrained to write as JSON, to be read back as calls."""
+
+    prompt: Prompt
+    params: GenParams
+    forced: ToolUse | None = None
 
 
 def check_model(engine: EngineBackend, model: str) -> None:
@@ -20,19 +34,57 @@ def check_ready(engine: EngineBackend) -> None:
         raise Refusal(503, "the model is still loading; retry shortly", code="engine_loading", retry_after_s=5)
 
 
-async def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest,
-                             default_max_tokens: int) -> tuple[Prompt, GenParams]:
-    """The engine's prompt (with its token count) and the sampling parameters."""
+def check_tools_supported(engine: EngineBackend, body: ChatCompletionRequest) -> None:
+    """A model with no known way to take tools is told so, never handed a prompt without them."""
+    caps = engine.capabilities
+    uses_tools = bool(body.tools) or any(m.role == "tool" or m.tool_calls for m in body.messages)
+    if uses_tools and caps.tool_format is None:
+        raise Refusal(400, f"the model {caps.model!r} has no chat template for tools and no known tool-call "
+                      "format", param="tools", code="tools_not_supported")
+
+
+async def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest, default_max_tokens: int) -> Generation:
+    """The engine's prompt (with its token count, rendered tools included) and its parameters."""
     check_ready(engine)
-    prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort)
+    check_tools_supported(engine, body)
+    use = tool_use(body.tools, body.tool_choice, body.parallel_tool_calls)
+    native = engine.capabilities.tool_format == "native"
+    forced = use if is_forced(use) and not native else None
+    prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort,
+                                  use.tools if use else (), body.chat_template_kwargs)
     params = GenParams(
         max_tokens=_max_tokens(engine, body, prompt.num_tokens, default_max_tokens),
         temperature=1.0 if body.temperature is None else body.temperature,
         top_p=1.0 if body.top_p is None else body.top_p,
         stop=body.stop_list,
         seed=body.seed,
+        presence_penalty=body.presence_penalty or 0.0,
+        frequency_penalty=body.frequency_penalty or 0.0,
+        repetition_penalty=body.repetition_penalty or 1.0,
+        top_k=max(0, body.top_k or 0),
+        min_p=body.min_p or 0.0,
+        min_tokens=body.min_tokens or 0,
+        ignore_eos=bool(body.ignore_eos),
+        logit_bias=_logit_bias(body),
+        stop_token_ids=list(body.stop_token_ids or ()),
+        logprobs=body.logprobs_count,
+        structured=Structured(forced_schema(forced)) if forced else structured(body.response_format),
+        tools=None if forced else use,
     )
-    return prompt, params
+    return Generation(prompt, params, forced)
+
+
+def _logit_bias(body: ChatCompletionRequest) -> dict[int, float] | None:
+    if not body.logit_bias:
+        return None
+    try:
+        bias = {int(token): value for token, value in body.logit_bias.items()}
+    except ValueError:
+        raise Refusal(400, "logit_bias keys must be token ids (integers as strings)", param="logit_bias",
+                      code="invalid_value") from None
+    if any(not -100 <= v <= 100 for v in bias.values()):
+        raise Refusal(400, "logit_bias values must be between -100 and 100", param="logit_bias", code="invalid_value")
+    return bias
 
 
 def max_tokens_param(body: ChatCompletionRequest) -> str:

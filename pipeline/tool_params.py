@@ -1,0 +1,113 @@
+"""`tools`, `tool_choice` and `response_format` as OpenAI defines them, checked, and what the
+engine is asked for: the calls to read and the constraint on the answer."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator, SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.types import Structured, Tool, ToolUse
+
+NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
+
+
+def _schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None:
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    return value
+
+
+class FunctionDef(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _schema(value)
+
+
+class ToolDef(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class ChosenFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    name: str
+
+
+class NamedToolChoice(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    type: Literal["function"]
+    function: ChosenFunction
+
+
+ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
+
+
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _schema(value)
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+
+class ToolParamError(ValueError):
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def check_tools(tools: list[ToolDef] | None, choice: ToolChoice | None) -> None:
+    """What the field types cannot say on their own; OpenAI refuses these too."""
+    names = [t.function.name for t in tools or ()]
+    if len(set(names)) != len(names):
+        raise ToolParamError("tools", "two tools have the same name")
+    if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
+        raise ToolParamError("tool_choice", f"tool_choice names {choice.function.name!r}, which is not among the tools")
+    if choice == "required" and not names:
+        raise ToolParamError("tool_choice", "tool_choice 'required' needs tools")
+
+
+def tool_use(tools: list[ToolDef] | None, choice: ToolChoice | None, parallel: bool | None) -> ToolUse | None:
+    """The calls the engine is to read, or None: no tools, or `tool_choice: "none"`."""
+    if not tools or choice == "none":
+        return None
+    picked = choice.function.name if isinstance(choice, NamedToolChoice) else choice or "auto"
+    return ToolUse(tuple(_tool(t.function) for t in tools), picked, parallel is not False)
+
+
+def structured(response_format: ResponseFormat | None) -> Structured | None:
+    if response_format is None or response_format.type == "text":
+        return None
+    if response_format.type == "json_object":
+        return Structured()
+    spec = response_format.json_schema
+    return Structured((spec.schema_ if spec else None) or {"type": "object"})
+
+
+def _tool(function: FunctionDef) -> Tool:
+    parameters = function.parameters or {"type": "object", "properties": {}}
+    return Tool(function.name, function.description or "", parameters, bool(function.strict))
