@@ -76,7 +76,7 @@ class _Sampler:
     def gen(self, schema: Schema, depth: int) -> Any:
         if depth > _HARD_DEPTH:
             raise ValueError("schema recursion has no finite value")
-        s = self.flat(schema, depth)
+        s = self.flat(schema, 0)
         if "const" in s or "enum" in s:
             if not s.get("enum", [None]):
                 raise ValueError("empty enum")
@@ -110,7 +110,7 @@ class _Sampler:
 
     def branch(self, s: dict[str, Any], key: str, depth: int) -> Any:
         rest = {k: v for k, v in s.items() if k != key}
-        branches = [self.flat(b, depth) for b in s[key]]
+        branches = [self.flat(b, 0) for b in s[key]]
         if depth >= SOFT_DEPTH:  # a null branch ends a recursion
             branches.sort(key=lambda b: "null" not in _listed(b.get("type", [])))
         for branch in branches:
@@ -148,6 +148,8 @@ class _Sampler:
 
     def make_string(self, s: dict[str, Any], depth: int) -> str:
         lo, hi, fmt = s.get("minLength", 0), s.get("maxLength", math.inf), _FORMATS.get(s.get("format", ""))
+        if lo > hi:
+            raise ValueError("string length bounds cannot be met")
         text = fmt(self.rng) if fmt else self.rng.choice(_WORDS)
         while len(text) < lo:
             text += " " + self.rng.choice(_WORDS)
@@ -179,7 +181,7 @@ class _Sampler:
 
         if m := s.get("multipleOf"):
             kmin, kmax = math.ceil(lo / m), math.floor(hi / m)
-            first = [self.rng.randint(kmin, kmax)] if kmin <= kmax else []
+            first = [self.rng.randint(kmin, kmax) for _ in range(8)] if kmin <= kmax else []
             for k in first + list(range(kmin, min(kmax, kmin + 99) + 1)):
                 v = round(k * m, 10)
                 if inside(v) and (v / m).is_integer() and (not integer or float(v).is_integer()):

@@ -241,13 +241,13 @@ class SimEngine:
             self._finish(seq, Delta((seq.text + piece)[len(seq.text) : stop_at], 1, "stop"))
             return
         seq.text += piece
+        logprobs = self._logprobs(seq, piece)
         reason = "length" if seq.generated >= seq.params.max_tokens else None
         if reason is None and seq.scripted:
             reason = "stop" if seq.generated >= len(seq.script) else None
         elif reason is None and self.config.natural_stop and seq.generated >= seq.natural_len:
             reason = "stop"
             piece += "<|return|>" if self.config.harmony else ""
-        logprobs = self._logprobs(seq, piece)
         if reason:
             self._finish(seq, Delta(piece, 1, reason, logprobs=logprobs))
         else:

@@ -42,7 +42,7 @@ class Metrics:
                               ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram("gptoss_request_duration_seconds", "Time from arrival to the last token of a "
                              "completed request", ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
-        r.register(_LiveState(scheduler, cache, gpu, abandoned, tool_calls or {}))
+        r.register(_LiveState(scheduler, cache, gpu, abandoned, {} if tool_calls is None else tool_calls))
         r.register(_CallerUsage(usage))
         scheduler.listeners.append(self.on_event)
 

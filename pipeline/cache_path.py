@@ -83,7 +83,7 @@ class CachePath:
 
     def store(self, plan: CachePlan, result: CachedResponse) -> None:
         """Keep a finished answer and share it with followers."""
-        if plan.key is None or self.cache is None or result.finish_reason not in ("stop", "length"):
+        if plan.key is None or self.cache is None or result.finish_reason not in ("stop", "length", "tool_calls"):
             return
         self.cache.put(plan.key, result)
         if plan.leader:

@@ -111,6 +111,16 @@ SCHEMAS: dict[str, object] = {
     "anyof_first_impossible": {"anyOf": [{"type": "string", "pattern": "^[a-z]{40}$"}, {"type": "integer"}]},
     "ref_with_siblings": {"$defs": {"base": {"type": "object", "properties": {"x": {"type": "integer"}}}},
                           "$ref": "#/$defs/base", "required": ["x"]},
+    "numbers_more": {"type": "object", "properties": {
+        "tenth": {"type": "number", "multipleOf": 0.1},
+        "below": {"type": "integer", "exclusiveMaximum": 0},
+        "sliver": {"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1.0001},
+        "big": {"type": "number", "minimum": 1e6},
+        "halves": {"type": "integer", "minimum": 1, "multipleOf": 0.5}},
+        "required": ["tenth", "below", "sliver", "big", "halves"]},
+    "map": {"type": "object", "additionalProperties": {"type": "integer"}, "required": ["k"]},
+    "nullable_object": {"type": ["null", "object"], "properties": {"q": {"type": "string", "format": "date"}}},
+    "escaped_ref": {"$defs": {"a/b": {"type": "integer"}}, "$ref": "#/$defs/a~1b"},
     "untyped_hints": {"properties": {"n": {"minimum": 2, "maximum": 3}, "xs": {"items": {"type": "null"}}},
                       "required": ["n", "xs"]},
 }
@@ -170,6 +180,11 @@ def test_formats_are_real_values() -> None:
     assert value["link"].startswith("https://") and "@" in value["mail"]
 
 
+def test_float_multiple_of_varies() -> None:
+    values = {sample({"type": "number", "multipleOf": 0.1}, random.Random(seed)) for seed in range(20)}
+    assert len(values) > 10
+
+
 def test_oneof_matches_exactly_one_branch() -> None:
     schema = SCHEMAS["oneof"]
     for seed in range(20):
@@ -206,7 +221,12 @@ def test_unsatisfiable_pattern_raises_naming_it(schema: dict) -> None:
     {"type": "integer", "minimum": 1, "maximum": 3, "multipleOf": 5},
     {"type": "array", "minItems": 3, "maxItems": 1},
     {"type": "object", "properties": {}, "required": ["x"], "additionalProperties": False},
+    {"type": "string", "minLength": 5, "maxLength": 2},
+    {"type": "array", "items": {"enum": [1, 2]}, "minItems": 3, "uniqueItems": True},
+    {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]},  # no finite value
+    {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
     {"$ref": "#/$defs/missing"},
+    {"$ref": "other.json#/x"},
     False,
 ])
 def test_unsatisfiable_schemas_raise(schema: object) -> None:
