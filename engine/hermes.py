@@ -12,7 +12,7 @@ import json
 from dataclasses import replace
 from typing import Any, AsyncIterator
 
-from core.types import Delta, ToolCallDelta
+from core.types import Delta, Tool, ToolCallDelta
 from engine.tool_output import Parsed, call_deltas
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -109,3 +109,11 @@ async def split_tool_calls(deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]
         if delta.finish_reason:
             parsed += parser.finish()
         yield replace(delta, text=parsed.answer, tool_calls=parsed.calls, tool_call_errors=parsed.errors)
+
+
+def strict_calls(tools: tuple[Tool, ...]) -> dict[str, Any]:
+    """A structural tag for vLLM's structured outputs: free text until `<tool_call>`, then a call
+    whose arguments follow its function's schema (`strict: true` in auto mode)."""
+    structures = [{"begin": f'{OPEN}\n{{"name": {json.dumps(t.name)}, "arguments": ', "schema": t.parameters,
+                   "end": f"}}\n{CLOSE}"} for t in tools]
+    return {"type": "structural_tag", "structures": structures, "triggers": [OPEN]}

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
+from dataclasses import replace
 from typing import Any, AsyncIterator
 
 from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool, ToolFormat
 from engine.base import Capabilities, EngineError, EngineStats
 from engine.chat_template import message_dicts, template_for_tools, tool_dicts, tool_format
 from engine.harmony import CHANNEL, MESSAGE, split_channels
-from engine.hermes import split_tool_calls
+from engine.harmony_answer import ANSWER_SUFFIX, THINKING_ENDS, answer_header
+from engine.hermes import split_tool_calls, strict_calls
 from engine.kv_size import default_cpu_kv_bytes
 from engine.model_files import resolve_model
 from settings.schema import EngineConfig, VllmConfig
@@ -116,15 +119,13 @@ class VllmEngine:
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         from vllm.exceptions import VLLMValidationError
-        from vllm.inputs import TokensPrompt
 
         if self._engine is None:
             raise EngineError("engine is not running")
-        sampling = self._sampling_params(params)
-        priority = params.priority if self.config.scheduling_policy == "priority" else 0
-        outputs = self._engine.generate(TokensPrompt(prompt_token_ids=prompt.payload), sampling, request_id,
-                                        priority=priority)
-        deltas = self._deltas(outputs, params.logprobs)
+        if self._harmony and params.structured is not None:
+            deltas = self._think_then_answer(request_id, prompt.payload, params)
+        else:
+            deltas = self._run(request_id, prompt.payload, params)
         if self._harmony:
             deltas = split_channels(deltas, tools=params.tools is not None)
         elif params.tools is not None:
@@ -135,17 +136,50 @@ class VllmEngine:
         except VLLMValidationError as exc:
             raise EngineError(str(exc)) from None
 
-    async def _deltas(self, outputs: AsyncIterator[Any], top: int | None) -> AsyncIterator[Delta]:
+    async def _run(self, request_id: str, token_ids: list[int], params: GenParams,
+                   written: list[int] | None = None) -> AsyncIterator[Delta]:
+        """One engine request; `written` collects its output token ids, and its stop string last."""
+        from vllm.inputs import TokensPrompt
+
+        priority = params.priority if self.config.scheduling_policy == "priority" else 0
+        outputs = self._engine.generate(TokensPrompt(prompt_token_ids=token_ids), self._sampling_params(params),
+                                        request_id, priority=priority)
         async for output in outputs:
             piece = output.outputs[0]
             self._generated += len(piece.token_ids)
+            if written is not None:
+                written.extend(piece.token_ids)
             finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
+            if finish is not None and written is not None:
+                written.append(piece.stop_reason)
             yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens,
-                        logprobs=_logprobs(piece, top))
+                        logprobs=_logprobs(piece, params.logprobs))
+
+    async def _think_then_answer(self, request_id: str, token_ids: list[int], params: GenParams) -> AsyncIterator[Delta]:
+        """gpt-oss thinks freely, then writes its final message under the constraint. vLLM constrains
+        a whole output, so the thinking runs as one request that stops where it ends and the answer
+        as a second on the same prefix (the prefix cache keeps its prefill short)."""
+        written: list[Any] = []
+        thinking = replace(params, structured=None, stop=[*params.stop, *THINKING_ENDS])
+        async for delta in self._run(request_id, token_ids, thinking, written):
+            header = answer_header(written[-1]) if delta.finish_reason == "stop" else None
+            if header is None:
+                yield delta
+                continue
+            header_ids = self._tokenizer.encode(header, add_special_tokens=False)
+            room = params.max_tokens - (len(written) - 1) - len(header_ids)
+            if room < 1:
+                yield replace(delta, finish_reason="length")
+                return
+            yield replace(delta, text=delta.text + header, num_tokens=delta.num_tokens + len(header_ids),
+                          finish_reason=None)
+            answer = replace(params, max_tokens=room)
+            async for last in self._run(request_id + ANSWER_SUFFIX, token_ids + written[:-1] + header_ids, answer):
+                yield last
 
     async def abort(self, request_id: str) -> None:
         if self._engine is not None:
-            await self._engine.abort(request_id)
+            await self._engine.abort([request_id, request_id + ANSWER_SUFFIX])
 
     def stats(self) -> EngineStats:
         usage = float(self._stats.get("kv_usage", 0.0))
@@ -166,6 +200,8 @@ class VllmEngine:
         if params.structured is not None:
             schema = params.structured.schema
             constraint = StructuredOutputsParams(json=schema) if schema else StructuredOutputsParams(json_object=True)
+        elif self._tool_format == "hermes" and params.tools and any(t.strict for t in params.tools.tools):
+            constraint = StructuredOutputsParams(structural_tag=json.dumps(strict_calls(params.tools.tools)))
         return SamplingParams(
             max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p, seed=params.seed,
             stop=params.stop or None, output_kind=RequestOutputKind.DELTA,

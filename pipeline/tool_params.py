@@ -3,6 +3,8 @@ engine is asked for: the calls to read and the constraint on the answer."""
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator, SchemaError
@@ -14,12 +16,19 @@ NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
 
 
 def _schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    if value is not None:
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+    if value is not None and (problem := _schema_problem(json.dumps(value, sort_keys=True))) is not None:
+        raise ValueError(f"not a valid JSON Schema: {problem}")
     return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_problem(schema: str) -> str | None:
+    """Checking a schema costs most of a millisecond; an agent sends the same tools every turn."""
+    try:
+        Draft202012Validator.check_schema(json.loads(schema))
+    except SchemaError as exc:
+        return exc.message
+    return None
 
 
 class FunctionDef(BaseModel):

@@ -60,3 +60,13 @@ def test_a_tool_loop_and_logprobs_run_on_the_engine(vllm_server):
     assert len(entries) == reply.usage.completion_tokens
     assert "".join(e.token for e in entries) == reply.choices[0].message.content
     assert all(len(e.top_logprobs) == 2 and e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob for e in entries)
+
+
+def test_strict_tools_in_auto_mode_run_under_a_structural_tag(vllm_server):
+    strict = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
+    reply = vllm_server.client().chat.completions.create(
+        model=MODEL, messages=[{"role": "system", "content": "Always call a tool."}, *ASK], tools=[strict],
+        max_tokens=60, temperature=0)
+    for call in reply.choices[0].message.tool_calls or ():
+        Draft202012Validator(WEATHER["function"]["parameters"]).validate(json.loads(call.function.arguments))
+    assert reply.choices[0].finish_reason in ("tool_calls", "stop", "length")
