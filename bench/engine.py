@@ -14,9 +14,8 @@ max_num_seqs 32), each in its own process group on a loopback port:
 Load: streaming chat completions (SSE, stream_options.include_usage) from an async httpx client, one
 client and connection per worker, closed loop at concurrency 1, 4 and 8. Fixed ~50-word prompts,
 max_tokens=128, temperature 0.8, top_p 1 and a fixed seed per request: both servers get the very same
-request sequence, and with the same engine and seed they generate the same tokens. `ignore_eos` is not
-sent: vLLM would honour it and ours would not (it ignores unknown fields), so generated tokens are
-counted from each response's usage instead. Every request carries `Cache-Control: no-store`: seeded
+request sequence, and with the same engine and seed they generate the same tokens; generated
+tokens are counted from each response's usage. Every request carries `Cache-Control: no-store`: seeded
 requests are cacheable in our response cache (which persists on disk across runs), and a replayed
 answer would measure SQLite instead of the engine; vLLM ignores the header. Each ours response must
 say `X-Cache: BYPASS`; any other value counts as a failed request.

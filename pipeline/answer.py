@@ -18,7 +18,10 @@ class _Call:
 
 @dataclass(slots=True)
 class Answer:
+    """`one_call`: `parallel_tool_calls: false`; a model's second call in a turn is dropped."""
+
     with_logprobs: bool = False
+    one_call: bool = False
     text: str = ""
     reasoning: str = ""
     tokens: int = 0
@@ -42,7 +45,7 @@ class Answer:
             events.append(ReasoningDelta(delta.reasoning))
         if delta.text:
             events.append(TextDelta(delta.text, delta.logprobs if self.with_logprobs else None))
-        events.extend(self._piece(piece) for piece in delta.tool_calls)
+        events.extend(self._piece(piece) for piece in delta.tool_calls if not (self.one_call and piece.index))
         return events
 
     @property

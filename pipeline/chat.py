@@ -211,7 +211,8 @@ class ChatRun:
 
     async def _from_ticket(self) -> AsyncIterator[Event]:
         ticket, scheduler = self.ticket, self.pipeline.scheduler
-        answer, wait = Answer(self.call.params.logprobs_count is not None), 0.0
+        body = self.call.params
+        answer, wait = Answer(body.logprobs_count is not None, body.parallel_tool_calls is False), 0.0
         first_token_at: float | None = None
         while True:
             if self._timed_out():
