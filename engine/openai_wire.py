@@ -26,7 +26,9 @@ def sampling_fields(params: GenParams) -> dict[str, Any]:
 
 
 def tool_fields(payload: dict[str, Any], params: GenParams) -> dict[str, Any]:
-    out: dict[str, Any] = {"chat_template_kwargs": payload["chat_template_kwargs"]} if payload.get("chat_template_kwargs") else {}
+    """The tools (rendered by prepare), the choice and the template's arguments."""
+    kwargs = payload.get("chat_template_kwargs")
+    out: dict[str, Any] = {"chat_template_kwargs": kwargs} if kwargs else {}
     use = params.tools
     if use is None:
         return out
@@ -37,10 +39,12 @@ def tool_fields(payload: dict[str, Any], params: GenParams) -> dict[str, Any]:
 
 def call_delta(call: dict[str, Any]) -> ToolCallDelta:
     function = call.get("function") or {}
-    return ToolCallDelta(int(call.get("index", 0)), call.get("id"), function.get("name"), function.get("arguments") or "")
+    return ToolCallDelta(int(call.get("index", 0)), call.get("id"), function.get("name"),
+                         function.get("arguments") or "")
 
 
 def logprobs_of(given: dict[str, Any] | None) -> tuple[TokenLogprob, ...]:
     entries = (given or {}).get("content") or ()
-    return tuple(TokenLogprob(e["token"], e["logprob"], tuple((t["token"], t["logprob"]) for t in e.get("top_logprobs") or ()))
+    return tuple(TokenLogprob(e["token"], e["logprob"],
+                              tuple((t["token"], t["logprob"]) for t in e.get("top_logprobs") or ()))
                  for e in entries)

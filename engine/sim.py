@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import heapq
 import itertools
+import json
 import random
 import re
 from dataclasses import dataclass, field
@@ -109,7 +109,8 @@ class SimEngine:
         text = "".join(f"<|{m.role}|>{body}<|end|>" for m, body in zip(messages, rendered))
         tools_text = json.dumps([[t.name, t.description, t.parameters] for t in tools]) if tools else ""
         tokens = sum(count_tokens(body) + _MESSAGE_OVERHEAD for body in rendered) + count_tokens(tools_text)
-        return Prompt(num_tokens=tokens + 1, payload={"text": text + tools_text, "after_tool": messages[-1].role == "tool"})
+        return Prompt(num_tokens=tokens + 1,
+                      payload={"text": text + tools_text, "after_tool": messages[-1].role == "tool"})
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         if not self._ready or self._wake is None:

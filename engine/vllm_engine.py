@@ -155,7 +155,8 @@ class VllmEngine:
             yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens,
                         logprobs=_logprobs(piece, params.logprobs))
 
-    async def _think_then_answer(self, request_id: str, token_ids: list[int], params: GenParams) -> AsyncIterator[Delta]:
+    async def _think_then_answer(self, request_id: str, token_ids: list[int],
+                                 params: GenParams) -> AsyncIterator[Delta]:
         """gpt-oss thinks freely, then writes its final message under the constraint. vLLM constrains
         a whole output, so the thinking runs as one request that stops where it ends and the answer
         as a second on the same prefix (the prefix cache keeps its prefill short)."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from jsonschema import Draft202012Validator, SchemaError
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from core.types import Structured, Tool, ToolUse
 
@@ -31,17 +31,15 @@ def _schema_problem(schema: str) -> str | None:
     return None
 
 
+JsonSchema = Annotated[dict[str, Any] | None, AfterValidator(_schema)]
+
+
 class FunctionDef(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
-    parameters: dict[str, Any] | None = None
+    parameters: JsonSchema = None
     strict: bool | None = None
-
-    @field_validator("parameters")
-    @classmethod
-    def _valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return _schema(value)
 
 
 class ToolDef(BaseModel):
@@ -68,13 +66,8 @@ class JsonSchemaFormat(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    schema_: JsonSchema = Field(default=None, alias="schema")
     strict: bool | None = None
-
-    @field_validator("schema_")
-    @classmethod
-    def _valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return _schema(value)
 
 
 class ResponseFormat(BaseModel):
