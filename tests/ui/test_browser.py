@@ -130,9 +130,17 @@ def open_advanced(page: Page) -> None:
 
 
 def set_max_tokens(page: Page, n: int) -> None:
+    """Typed again until it holds: a slider just shown by opening the accordion may still write its
+    initial value over the first keystrokes (seen on a busy machine, never by a person's hand)."""
     box = page.locator("#advanced input[aria-label='number input for Max tokens']")
-    box.fill(str(n))
-    box.press("Enter")
+
+    def typed() -> bool:
+        box.fill(str(n))
+        box.press("Enter")
+        page.wait_for_timeout(200)
+        return box.input_value() == str(n)
+
+    wait_until(typed, what=f"Max tokens to hold {n}")
     expect(box).to_have_value(str(n))
 
 
