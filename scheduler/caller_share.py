@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from scheduler.fair_index import FairIndex
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.queue import PriorityQueue
 from scheduler.request import Request
@@ -17,11 +18,18 @@ class CallerShare:
         self.running_of: Counter[str] = Counter()
         self._positions: dict[str, int] = {}
         self._positions_version = -1
+        self._index: FairIndex | None = None
+        self._indexed: PriorityQueue | None = None
 
     def joining(self, request: Request, queue: PriorityQueue) -> None:
         """Before `request` is queued: a caller with nothing waiting starts level with the others."""
-        if self.fair is not None and not queue.waiting_of(request.caller):
-            self.fair.arrive(request.caller, queue.callers() or list(self.running_of))
+        if self.fair is None or queue.waiting_of(request.caller):
+            return
+        least = self._index_of(queue).least_counter() if len(queue) else None
+        if least is None:
+            self.fair.arrive(request.caller, list(self.running_of))
+        elif least > self.fair.of(request.caller):
+            self.fair.counters[request.caller] = least
 
     def next_up(self, queue: PriorityQueue) -> Request | None:
         """The queue's head, skipping callers at their running limit; with fair share, the
@@ -31,8 +39,12 @@ class CallerShare:
             head = next((r for r in queue.ranked() if self.may_run(r)), None)
         if head is None or self.fair is None:
             return head
-        members = (r for r in queue.members(head.priority) if self.may_run(r))
-        return self.fair.pick(members, queue.key) or head
+        return self._index_of(queue).pick(head.priority, self.may_run) or head
+
+    def _index_of(self, queue: PriorityQueue) -> FairIndex:
+        if self._index is None or self._indexed is not queue:
+            self._index, self._indexed = FairIndex(self.fair, queue), queue
+        return self._index
 
     def may_run(self, request: Request) -> bool:
         return request.max_parallel is None or self.running_of[request.caller] < request.max_parallel

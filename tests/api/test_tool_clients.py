@@ -84,10 +84,11 @@ def test_openai_sdk_tool_loop_ends_in_text(server: LiveServer) -> None:
     client = server.client()
     messages: list = list(ASK)
     reply = client.chat.completions.create(model="sim", messages=messages, tools=TOOLS, max_tokens=300)
+    assert reply.choices[0].message.content is None
     call = reply.choices[0].message.tool_calls[0]
-    messages += [reply.choices[0].message.model_dump(exclude_none=True),
+    valid(call.function.name, call.function.arguments)
+    messages += [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
                  {"role": "tool", "tool_call_id": call.id, "content": "3 C, rain"}]
-    assert messages[1]["role"] == "assistant" and "content" not in messages[1]  # content null, left out
     final = client.chat.completions.create(model="sim", messages=messages, tools=TOOLS, max_tokens=TEXT_TOKENS)
     assert not final.choices[0].message.tool_calls and final.choices[0].message.content
 
@@ -97,6 +98,7 @@ def test_openai_sdk_parses_structured_outputs(server: LiveServer) -> None:
     parsed = client.chat.completions.parse(model="sim", messages=[{"role": "user", "content": "Invent a person"}],
                                            response_format=Person, max_tokens=300)
     assert isinstance(parsed.choices[0].message.parsed, Person)
+    Draft202012Validator(Person.model_json_schema()).validate(json.loads(parsed.choices[0].message.content))
     reply = client.chat.completions.create(model="sim", messages=ASK, response_format={"type": "json_object"},
                                            max_tokens=300)
     assert isinstance(json.loads(reply.choices[0].message.content), dict)
@@ -112,8 +114,9 @@ def chat_model(server: LiveServer, **kwargs):
 
 
 def test_langchain_bind_tools_loop(server: LiveServer) -> None:
-    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
     from langchain_core.tools import tool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
 
     seen: list[str] = []
 
@@ -127,10 +130,12 @@ def test_langchain_bind_tools_loop(server: LiveServer) -> None:
     messages: list = [HumanMessage("What is the weather in Oslo?")]
     first = model.invoke(messages)
     assert [c["name"] for c in first.tool_calls] == ["get_weather"]
+    Draft202012Validator(convert_to_openai_tool(get_weather)["function"]["parameters"]).validate(
+        first.tool_calls[0]["args"])
     messages += [first, *(ToolMessage(get_weather.invoke(c["args"]), tool_call_id=c["id"]) for c in first.tool_calls)]
     final = model.invoke(messages)
     assert len(seen) == 1 and isinstance(seen[0], str)
-    assert not final.tool_calls and final.content
+    assert isinstance(final, AIMessage) and not final.tool_calls and final.content
 
 
 @pytest.mark.parametrize("method", ["json_schema", "function_calling"])
