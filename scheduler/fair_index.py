@@ -27,6 +27,7 @@ class FairIndex:
         self._order = itertools.count()
         self._waiters: dict[tuple[PriorityClass, str], list[tuple[float, int, Request]]] = {}
         self._callers: dict[PriorityClass, list[_Entry]] = defaultdict(list)
+        self._current: dict[tuple[PriorityClass, str], int] = {}  # each caller's one live entry, by order
         self._joined = queue.follow_joins()
         for request in queue:
             self._add(request)
@@ -43,7 +44,10 @@ class FairIndex:
         self._joined.clear()
         heap, held, found = self._callers[priority], [], None
         while heap:
-            counter, neg_best, _, caller = heap[0]
+            counter, neg_best, order, caller = heap[0]
+            if self._current.get((priority, caller)) != order:
+                heapq.heappop(heap)  # superseded by a newer entry of the same caller
+                continue
             best = self._best(priority, caller)
             if best is None or (counter, neg_best) != (self.counter.of(caller), -self.key(best)):
                 heapq.heappop(heap)
@@ -75,20 +79,18 @@ class FairIndex:
             heapq.heappop(waiters)
         if not waiters:
             self._waiters.pop((priority, caller), None)
+            self._current.pop((priority, caller), None)
             return None
         return waiters[0][2]
 
     def _push(self, priority: PriorityClass, caller: str, best_key: float) -> None:
-        heapq.heappush(self._callers[priority], (self.counter.of(caller), -best_key, next(self._order), caller))
+        order = self._current[priority, caller] = next(self._order)
+        heapq.heappush(self._callers[priority], (self.counter.of(caller), -best_key, order, caller))
 
     def _compact(self, priority: PriorityClass) -> None:
-        """Stale caller entries pile up as waiters arrive; rebuild when they outnumber the callers."""
+        """Superseded entries pile up as waiters arrive; drop them when they outnumber the callers."""
         heap = self._callers[priority]
-        if len(heap) < 1024 or len(heap) < 4 * len(self._waiters):
+        if len(heap) < 1024 or len(heap) < 4 * len(self._current):
             return
-        fresh = {}
-        for _, _, _, caller in heap:
-            if caller not in fresh and (best := self._best(priority, caller)) is not None:
-                fresh[caller] = (self.counter.of(caller), -self.key(best), next(self._order), caller)
-        self._callers[priority] = list(fresh.values())
+        self._callers[priority] = [e for e in heap if self._current.get((priority, e[3])) == e[2]]
         heapq.heapify(self._callers[priority])

@@ -135,3 +135,31 @@ def test_positions_are_worked_out_once_per_change_of_the_queue():
     assert share.position(queue, a.request_id) == 1  # counters alone do not reorder what is shown
     queue.push(make_request(arrival=2, caller="carol"))
     assert [share.position(queue, r.request_id) for r in (a, b)] == [3, 1]
+
+
+def test_the_heap_index_picks_what_a_scan_of_the_class_would():
+    """Random arrivals, departures, charges and running limits: the O(log n) index and a full
+    scan of the class's waiters agree on every pick."""
+    import random
+
+    from scheduler.fair_index import FairIndex
+
+    rng = random.Random(7)
+    vtc = VirtualTokenCounter()
+    queue = PriorityQueue(aging_per_s=0.25)
+    index = FairIndex(vtc, queue)
+    callers = [f"c{i}" for i in range(6)]
+    for step in range(3000):
+        roll = rng.random()
+        if roll < 0.45:
+            queue.push(make_request(rng.choice(list(P)), arrival=step * 0.01, caller=rng.choice(callers),
+                                    score=rng.choice([1.0, 3.5, 5.0, 7.5, 10.0])))
+        elif roll < 0.6 and len(queue):
+            queue.remove(rng.choice(list(queue)).request_id)
+        elif roll < 0.8:
+            vtc.charge(rng.choice(callers), output_tokens=rng.randint(0, 50))
+        blocked = set(rng.sample(callers, rng.randint(0, 2)))
+        for cls in P:
+            members = [r for r in queue.members(cls) if r.caller not in blocked]
+            expected = vtc.pick(members, queue.key)
+            assert index.pick(cls, lambda r: r.caller not in blocked) is expected, step
