@@ -5,6 +5,7 @@ keeps per-caller counts; the loop calls it as requests arrive, start, produce an
 from __future__ import annotations
 
 from collections import Counter
+from typing import Callable
 
 from scheduler.fair_index import FairIndex
 from scheduler.fair_share import VirtualTokenCounter
@@ -73,7 +74,8 @@ class CallerShare:
             self._positions_version = queue.version
         return self._positions.get(request_id)
 
-    def displaced_by(self, newcomer: Request, queue: PriorityQueue) -> Request | None:
+    def displaced_by(self, newcomer: Request, queue: PriorityQueue,
+                     may_take: Callable[[Request], bool] = lambda r: True) -> Request | None:
         """In a full queue, the place a newcomer may take so one caller cannot hold them all: the
         newest waiter of its class's heaviest caller, when that caller holds at least two places
         more than the newcomer's."""
@@ -84,7 +86,7 @@ class CallerShare:
         heaviest, places = max(held.items(), key=lambda item: item[1], default=(None, 0))
         if heaviest is None or heaviest == newcomer.caller or places < held[newcomer.caller] + 2:
             return None
-        return next(r for r in reversed(members) if r.caller == heaviest)
+        return next((r for r in reversed(members) if r.caller == heaviest and may_take(r)), None)
 
     def ahead_of_new(self, request: Request, queue: PriorityQueue) -> int:
         """Waiters a newcomer would wait behind: the queue's count, its own class counted fairly."""

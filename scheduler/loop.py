@@ -160,9 +160,11 @@ class Scheduler:
 
     def _make_room(self, newcomer: Request) -> None:
         """A full queue rejects the newcomer, unless it is high and can displace a lower waiter, or
-        (fair share) its class's heaviest caller holds more places than its own caller."""
-        victim = self.queue.newest_below(newcomer.priority) if newcomer.priority is PriorityClass.HIGH else None
-        victim = victim or self.share.displaced_by(newcomer, self.queue)
+        (fair share) its class's heaviest caller holds more places than its own caller; never a
+        waiter whose stream has opened."""
+        high = newcomer.priority is PriorityClass.HIGH
+        victim = self.queue.newest_below(newcomer.priority, self._displaceable) if high else None
+        victim = victim or self.share.displaced_by(newcomer, self.queue, self._displaceable)
         if victim is None:
             retry = self.retry_after_s(newcomer.priority)
             log.info("reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
@@ -174,6 +176,11 @@ class Scheduler:
         why = "a high-priority request" if victim.priority is not newcomer.priority else "another caller's request"
         self._fail(victim, SchedulerError(Outcome.DISPLACED, f"the queue is full and {why} took this request's "
                                           "place; retry later", retry))
+
+    def _displaceable(self, request: Request) -> bool:
+        """A waiter whose client already has a 200 keeps its place: it could not retry a 429."""
+        ticket = self._tickets.get(request.request_id)
+        return ticket is None or not ticket.stream_open
 
     def _dispatch(self) -> None:
         while not self.closed and (head := self.share.next_up(self.queue)) is not None:

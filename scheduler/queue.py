@@ -104,14 +104,15 @@ class PriorityQueue:
         members = self._by_class[priority]
         return next(iter(members.values())) if members else None
 
-    def newest_below(self, priority: PriorityClass) -> Request | None:
-        """The most recent waiter of the lowest class ranked below `priority`."""
+    def newest_below(self, priority: PriorityClass, may_take: Callable[[Request], bool]) -> Request | None:
+        """The most recent waiter `may_take` allows, of the lowest class ranked below `priority`
+        that has one."""
         for cls in reversed(PriorityClass):
             if cls.rank <= priority.rank:
                 return None
-            members = self._by_class[cls]
-            if members:
-                return next(reversed(members.values()))
+            taken = next((r for r in reversed(self._by_class[cls].values()) if may_take(r)), None)
+            if taken is not None:
+                return taken
         return None
 
     def expired(self, now: float, max_wait_s: Callable[[PriorityClass], float]) -> list[Request]:

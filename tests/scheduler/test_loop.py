@@ -92,6 +92,23 @@ async def test_full_queue_rejects_and_high_displaces_the_newest_lowest():
     await stop(sched)
 
 
+async def test_a_waiter_whose_stream_opened_is_never_displaced():
+    sched = await started(slots=1, queue=2, latency_ms=50)
+    sched.submit(make_request(max_tokens=50))
+    older = sched.submit(make_request(P.LOW, request_id="older"))
+    newer = sched.submit(make_request(P.LOW, request_id="newer"))
+    older.stream_open = newer.stream_open = True
+    with pytest.raises(SchedulerError) as err:  # every lower waiter already has its 200
+        sched.submit(make_request(P.HIGH))
+    assert err.value.kind == "queue_full" and err.value.retry_after_s >= 1
+    older.stream_open = False  # the newest keeps its place; the older, still before its headers, goes
+    sched.submit(make_request(P.HIGH, request_id="vip"))
+    displaced = await asyncio.wait_for(older.events.get(), 1)
+    assert displaced.kind == "displaced" and newer.events.empty()
+    assert [r.request_id for r in sched.queue.ranked()] == ["vip", "newer"]
+    await stop(sched)
+
+
 async def test_waiters_time_out_per_class():
     clock = FakeClock()
     sched = await started(slots=1, latency_ms=50, clock=clock, max_wait_s=PerClass(high=300, medium=120, low=60))

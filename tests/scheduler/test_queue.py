@@ -59,15 +59,18 @@ def test_removed_entries_are_compacted_away():
     assert drain(q) == [f"x{i}" for i in range(490, 500)]
 
 
-def test_newest_below_picks_the_newest_of_the_lowest_class():
+def test_newest_below_picks_the_newest_of_the_lowest_class_that_may_be_taken():
     q = PriorityQueue(aging_per_s=0.0)
     for rid, cls, t in [("m1", P.MEDIUM, 1), ("l1", P.LOW, 2), ("l2", P.LOW, 3), ("m2", P.MEDIUM, 4)]:
         q.push(make_request(cls, arrival=t, request_id=rid))
-    assert q.newest_below(P.HIGH).request_id == "l2"
-    assert q.newest_below(P.LOW) is None
+    anyone = lambda r: True  # noqa: E731
+    assert q.newest_below(P.HIGH, anyone).request_id == "l2"
+    assert q.newest_below(P.HIGH, lambda r: r.request_id != "l2").request_id == "l1"
+    assert q.newest_below(P.HIGH, lambda r: r.request_id == "m1").request_id == "m1"  # no low may go
+    assert q.newest_below(P.LOW, anyone) is None
     q.remove("l1"), q.remove("l2")
-    assert q.newest_below(P.HIGH).request_id == "m2"
-    assert q.newest_below(P.MEDIUM) is None
+    assert q.newest_below(P.HIGH, anyone).request_id == "m2"
+    assert q.newest_below(P.MEDIUM, anyone) is None
 
 
 def test_expired_uses_each_class_limit():
