@@ -26,11 +26,10 @@ class CallerShare:
         """Before `request` is queued: a caller with nothing waiting starts level with the others."""
         if self.fair is None or queue.waiting_of(request.caller):
             return
-        least = self._index_of(queue).least_counter() if len(queue) else None
-        if least is None:
+        if len(queue):
+            self.fair.lift(request.caller, self._index_of(queue).least_counter())
+        else:
             self.fair.arrive(request.caller, list(self.running_of))
-        elif least > self.fair.of(request.caller):
-            self.fair.counters[request.caller] = least
 
     def next_up(self, queue: PriorityQueue) -> Request | None:
         """The queue's head, skipping callers at their running limit; with fair share, the

@@ -26,7 +26,9 @@ class VirtualTokenCounter:
 
     def arrive(self, caller: str, waiting: Iterable[str]) -> None:
         """A caller with nothing waiting joins the queue: lift it to the least-served waiter."""
-        floor = min((self.of(c) for c in waiting if c != caller), default=None)
+        self.lift(caller, min((self.of(c) for c in waiting if c != caller), default=None))
+
+    def lift(self, caller: str, floor: float | None) -> None:
         if floor is not None and floor > self.of(caller):
             self.counters[caller] = floor
 
