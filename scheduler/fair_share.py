@@ -10,7 +10,7 @@ Pure: counters in, choices out.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from scheduler.request import Request
 
@@ -34,14 +34,6 @@ class VirtualTokenCounter:
 
     def charge(self, caller: str, prompt_tokens: int = 0, output_tokens: int = 0) -> None:
         self.counters[caller] = self.of(caller) + self.input_weight * prompt_tokens + self.output_weight * output_tokens
-
-    def pick(self, members: Iterable[Request], key: Callable[[Request], float]) -> Request | None:
-        """The least-served caller's best request (by the queue's `key`, higher first)."""
-        best = _best_by_caller(members, key)
-        if not best:
-            return None
-        caller = min(best, key=lambda c: (self.of(c), -key(best[c])))
-        return best[caller]
 
     def ranking(self, ranked: Sequence[Request]) -> list[Request]:
         """The queue's order with each class's places handed out fairly: round by round, one
@@ -71,11 +63,3 @@ class VirtualTokenCounter:
             out.extend(queues[c][turn] for c in callers if turn < len(queues[c]))
         return out
 
-
-def _best_by_caller(members: Iterable[Request], key: Callable[[Request], float]) -> dict[str, Request]:
-    best: dict[str, Request] = {}
-    for request in members:
-        held = best.get(request.caller)
-        if held is None or key(request) > key(held):
-            best[request.caller] = request
-    return best
