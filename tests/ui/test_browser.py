@@ -124,23 +124,45 @@ def wait_until(condition: Callable[[], Any], timeout: float = 30, what: str = "c
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
+# Resolves once the element's subtree has not changed for quiet_ms (then two animation frames more),
+# or with false after cap_ms.
+QUIET_JS = """([selector, quietMs, capMs]) => new Promise(resolve => {
+  const root = document.querySelector(selector);
+  let timer;
+  const observer = new MutationObserver(() => { clearTimeout(timer); timer = setTimeout(done, quietMs); });
+  const cap = setTimeout(() => { observer.disconnect(); clearTimeout(timer); resolve(false); }, capMs);
+  function done() {
+    observer.disconnect(); clearTimeout(cap);
+    requestAnimationFrame(() => requestAnimationFrame(() => resolve(true)));
+  }
+  observer.observe(root, {subtree: true, childList: true, attributes: true, characterData: true});
+  timer = setTimeout(done, quietMs);
+})"""
+
+
+def wait_until_quiet(page: Page, selector: str, quiet_ms: int = 250, cap_ms: int = WAIT_MS) -> None:
+    assert page.evaluate(QUIET_JS, [selector, quiet_ms, cap_ms]), f"{selector} kept changing for {cap_ms} ms"
+
+
 def open_advanced(page: Page) -> None:
+    """Opens the accordion and waits until Gradio has finished rendering what was inside it.
+
+    Gradio 6 renders a closed accordion's children only on its first opening
+    (render_previously_invisible_children): it mounts them, waits for a tick, for settled() and for
+    an animation frame, and then pushes every prop from the page's config into each new component
+    again, the initial value included. Whatever was typed before that (Playwright types within
+    ~30 ms of the input appearing; the push comes ~50-70 ms after it) is overwritten: Max tokens
+    went back to 512. The push changes no DOM, but it follows the last mount by a frame or so, so
+    the accordion's subtree staying unchanged for a while means it is over."""
     page.locator("#advanced").get_by_text("Advanced settings").click()
     expect(page.locator("#max-concurrency input")).to_be_visible()
+    wait_until_quiet(page, "#advanced")
 
 
 def set_max_tokens(page: Page, n: int) -> None:
-    """Typed again until it holds: a slider just shown by opening the accordion may still write its
-    initial value over the first keystrokes (seen on a busy machine, never by a person's hand)."""
     box = page.locator("#advanced input[aria-label='number input for Max tokens']")
-
-    def typed() -> bool:
-        box.fill(str(n))
-        box.press("Enter")
-        page.wait_for_timeout(200)
-        return box.input_value() == str(n)
-
-    wait_until(typed, what=f"Max tokens to hold {n}")
+    box.fill(str(n))
+    box.press("Enter")
     expect(box).to_have_value(str(n))
 
 
