@@ -4,12 +4,15 @@ past it), the time a client may take to send them, and the time it may take to s
 from __future__ import annotations
 
 import asyncio
+import json
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from api.errors import APIError, error_body
 from settings.schema import ServerConfig
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+_CODES = {408: "request_timeout", 431: "headers_too_large"}
 
 
 class BoundedHttpProtocol(HttpToolsProtocol):
@@ -87,14 +90,15 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         self._refuse(408, "the request was not received in time")
 
     def _refuse(self, status: int, message: str) -> None:
-        """Answer once, in plain text, and close: the request never reaches the application."""
+        """Answer once, as an OpenAI error object like every other error, and close: the request
+        never reaches the application."""
         self._refused = True
         self._disarm()
         if self.cycle is not None:
             self.cycle.disconnected = True
             self.cycle.message_event.set()
-        body = message.encode()
-        head = (b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+        body = json.dumps(error_body(APIError(status, message, code=_CODES[status]))).encode()
+        head = (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
                 b"connection: close\r\n\r\n" % (status, _REASONS[status], len(body)))
         if not self.transport.is_closing():
             self.transport.write(head + body)

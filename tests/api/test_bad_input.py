@@ -430,11 +430,20 @@ def raw_exchange(live: LiveServer, data: bytes, wait_s: float = 3.0) -> bytes:
     return received
 
 
+def assert_openai_error(answer: bytes, code: str) -> None:
+    """Refused by the connection layer, still an OpenAI error object like every other error."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower()
+    error = json.loads(body)["error"]
+    assert error["code"] == code and error["message"] and sorted(error) == ["code", "message", "param", "type"]
+
+
 def test_headers_past_the_limit_are_431(make_server):
     live = make_server("server.max_header_bytes=4096")
     many = b"".join(b"X-H%d: v\r\n" % i for i in range(2000))
     answer = raw_exchange(live, b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n")
     assert answer.startswith(b"HTTP/1.1 431 ")
+    assert_openai_error(answer, "headers_too_large")
     one = raw_exchange(live, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10_000 + b"\r\n\r\n")
     assert one.startswith(b"HTTP/1.1 431 ")
     assert httpx.get(live.url + "/v1/models").status_code == 200  # ordinary requests are untouched
@@ -445,6 +454,7 @@ def test_slow_headers_and_short_bodies_are_cut_off(make_server):
     started = time.monotonic()
     slow = raw_exchange(live, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Slow: ", wait_s=5)
     assert slow.startswith(b"HTTP/1.1 408 ") and time.monotonic() - started < 4
+    assert_openai_error(slow, "request_timeout")
     short = raw_exchange(live, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                                b"\r\nContent-Length: 100\r\n\r\n{\"model\"", wait_s=5)
     assert short.startswith(b"HTTP/1.1 408 ")
