@@ -36,6 +36,10 @@ class Metrics:
         self.failed_in_stream = Counter("gptoss_requests_failed_in_stream", "Requests that failed after their "
                                         "stream had opened (HTTP 200 then an error event)", ["priority", "reason"],
                                         registry=r)
+        self.accepted_then_failed = Counter("gptoss_requests_accepted_then_failed", "Requests the door accepted "
+                                            "that then ended without an answer, not by their client's choice "
+                                            "(queue timeout, displaced, engine failure, shutdown)",
+                                            ["priority", "reason"], registry=r)
         self.queue_wait = Histogram("gptoss_queue_wait_seconds", "Time from arrival to admission", ["priority"],
                                     buckets=_WAIT_BUCKETS, registry=r)
         self.ttft = Histogram("gptoss_time_to_first_token_seconds", "Time from arrival to the first token",
@@ -66,8 +70,10 @@ class Metrics:
             self.failed.labels(cls).inc()
         else:
             self.rejected.labels(cls, str(event.outcome)).inc()
-        if event.kind == "finished" and event.in_stream and event.outcome is not Outcome.DISCONNECT:
-            self.failed_in_stream.labels(cls, str(event.outcome)).inc()
+        if event.kind == "finished" and event.outcome is not Outcome.DISCONNECT:
+            self.accepted_then_failed.labels(cls, str(event.outcome)).inc()
+            if event.in_stream:
+                self.failed_in_stream.labels(cls, str(event.outcome)).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -54,6 +54,8 @@ def test_queue_full_rejection_is_counted(make_server):
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "queue_full"
     scrape = Scrape(live.url)
     assert scrape.get("gptoss_requests_rejected_total", priority="low", reason="queue_full") == 1
+    assert not [s for s in scrape.families["gptoss_requests_accepted_then_failed"].samples
+                if s.name.endswith("_total")]  # refused at the door is not accepted
     assert scrape.get("gptoss_requests_admitted_total", priority="low") == 0
     assert joined(blocker).status_code == 200 and joined(queued).status_code == 200
     scrape = Scrape(live.url)
@@ -69,6 +71,7 @@ def test_queue_timeout_is_counted(make_server):
     assert response.status_code == 429 and response.json()["error"]["code"] == "queue_timeout"
     scrape = Scrape(live.url)
     assert scrape.get("gptoss_requests_timed_out_total", priority="low") == 1
+    assert scrape.get("gptoss_requests_accepted_then_failed_total", priority="low", reason="timeout") == 1
     assert scrape.get("gptoss_requests_admitted_total", priority="low") == 0
     assert scrape.get("gptoss_queue_wait_seconds_count", priority="low") == 0  # never admitted: no wait observed
     assert joined(blocker).status_code == 200
