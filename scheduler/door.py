@@ -7,6 +7,8 @@ Pure: it reads the queue and the estimates and returns a decision.
 
 from __future__ import annotations
 
+import math
+
 from typing import Callable
 
 from scheduler.admission import AdmissionController
@@ -35,6 +37,10 @@ def predicted_wait_s(request: Request, queue: PriorityQueue, admission: Admissio
 def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> SchedulerError | None:
     if wait_s is None or wait_s <= limit_s:
         return None
+    if math.isinf(wait_s):
+        return SchedulerError(Outcome.WAIT_LIMIT, f"requests of higher classes arrive faster than the engine serves "
+                              f"them: this {request.priority.value}-priority request would not start; retry later",
+                              retry_after(wait_s))
     return SchedulerError(Outcome.WAIT_LIMIT, f"the queue would hold this {request.priority.value}-priority request "
                           f"about {wait_s:.0f} s, past its limit of {limit_s:g} s; retry later",
                           retry_after(wait_s - limit_s))

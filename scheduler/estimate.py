@@ -7,7 +7,7 @@ from collections import deque
 
 from scheduler.request import PriorityClass
 
-_MIN_SHARE = 0.25  # aging lets a waiter through eventually, however many outrank it on arrival
+NEVER_RETRY_S = 30  # what a request that would never start is told: the classes above may calm down
 
 
 class DrainEstimator:
@@ -30,24 +30,28 @@ class DrainEstimator:
 
     def wait_s(self, position: int, parallel: int, jumpers_per_s: float = 0.0) -> float | None:
         """Expected wait for the request at 1-based `position` (0: it would run at once), when
-        `jumpers_per_s` later arrivals per second will be served before it."""
+        `jumpers_per_s` later arrivals per second will be served before it: infinite when they
+        alone take all the engine drains."""
         if position <= 0:
             return 0.0
         rate = self.rate(parallel)
         if rate is None:
             return None
-        return position / max(rate - jumpers_per_s, rate * _MIN_SHARE)
+        left = rate - jumpers_per_s
+        return position / left if left > 0 else math.inf
 
     def retry_after_s(self, ahead: int, parallel: int) -> int:
         return retry_after(self.wait_s(ahead + 1, parallel))
 
 
 def retry_after(wait_s: float | None) -> int:
-    return 1 if wait_s is None else min(3600, max(1, math.ceil(wait_s)))
+    if wait_s is None:
+        return 1
+    return NEVER_RETRY_S if math.isinf(wait_s) else min(3600, max(1, math.ceil(wait_s)))
 
 
 class ArrivalRates:
-    """Recent arrivals per class, so a waiter's estimate counts those that will overtake it."""
+    """Recent accepted arrivals per class, so a waiter's estimate counts those that will overtake it."""
 
     def __init__(self, window_s: float = 30.0) -> None:
         self.window_s = window_s

@@ -87,7 +87,6 @@ class Scheduler:
             self._check_submittable(request)
             request.score = self.pressure.weight(request.priority, request.score)
             request.arrival = self.clock()
-            self.arrivals.record(request.priority, request.arrival)
             self._check_door(request)
             if len(self.queue) >= queue_room(self.config.max_queue_size, request.priority,
                                              self.config.limit.high_reserve):
@@ -100,6 +99,7 @@ class Scheduler:
         self._tickets[request.request_id] = ticket
         self.share.joining(request, self.queue)
         self.queue.push(request)
+        self.arrivals.record(request.priority, request.arrival)
         log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
                   request.priority.value, request.score, len(self.queue))
         self._dispatch()
@@ -163,8 +163,8 @@ class Scheduler:
         (fair share) its class's heaviest caller holds more places than its own caller; never a
         waiter whose stream has opened."""
         high = newcomer.priority is PriorityClass.HIGH
-        victim = self.queue.newest_below(newcomer.priority, self._displaceable) if high else None
-        victim = victim or self.share.displaced_by(newcomer, self.queue, self._displaceable)
+        victim = self.queue.newest_below(newcomer.priority, self._before_response) if high else None
+        victim = victim or self.share.displaced_by(newcomer, self.queue, self._before_response)
         if victim is None:
             retry = self.retry_after_s(newcomer.priority)
             log.info("reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
@@ -177,8 +177,9 @@ class Scheduler:
         self._fail(victim, SchedulerError(Outcome.DISPLACED, f"the queue is full and {why} took this request's "
                                           "place; retry later", retry))
 
-    def _displaceable(self, request: Request) -> bool:
-        """A waiter whose client already has a 200 keeps its place: it could not retry a 429."""
+    def _before_response(self, request: Request) -> bool:
+        """Whether the client still has no 200: a waiter whose stream opened could not retry a
+        429, so it is neither displaced nor timed out; it waits its turn, which aging brings."""
         ticket = self._tickets.get(request.request_id)
         return ticket is None or not ticket.stream_open
 
@@ -340,9 +341,12 @@ class Scheduler:
 
     def expire_waiters(self) -> None:
         """Accepted requests keep the limit of their class as configured: emergency mode tightens
-        the door for newcomers and drops nothing already waiting."""
+        the door for newcomers and drops nothing already waiting. A stream that opened is never
+        dropped: accepted means served."""
         now = self.clock()
         for request in self.queue.expired(now, self.accepted_wait_s):
+            if not self._before_response(request):
+                continue
             self.queue.remove(request.request_id)
             limit = self.accepted_wait_s(request.priority)
             retry = self.retry_after_s(request.priority)
