@@ -34,4 +34,5 @@ def validate(data: dict, model: type[Body]) -> Body:
         return model.model_validate(data)
     except ValidationError as exc:
         param, message = describe(exc)
-        raise APIError(400, message, param=param, code="invalid_value") from None
+        code = "unsupported_parameter" if message.startswith("unrecognized") else "invalid_value"
+        raise APIError(400, message, param=param, code=code) from None

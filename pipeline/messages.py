@@ -11,13 +11,13 @@ from core.types import ChatMessage, ToolCall
 
 
 class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["text"]
     text: str
 
 
 class CalledFunction(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(min_length=1, max_length=64)
     arguments: str
 
@@ -25,7 +25,7 @@ class CalledFunction(BaseModel):
 class ToolCallIn(BaseModel):
     """A call an earlier assistant turn made, sent back with the conversation."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     id: str = Field(min_length=1, max_length=256)
     type: Literal["function"] = "function"
     function: CalledFunction
@@ -38,7 +38,7 @@ class Message(BaseModel):
     """`reasoning_content` (and vLLM's newer `reasoning`) on an assistant turn go back to models
     that read them: gpt-oss needs the reasoning of a turn that called a tool."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Content | None = Field(default=None, validate_default=True)
     name: str | None = None
@@ -46,7 +46,11 @@ class Message(BaseModel):
     tool_call_id: str | None = Field(default=None, min_length=1, max_length=256)
     reasoning_content: str | None = None
     reasoning: str | None = None
+    # what a past answer carried, sent back with it by clients that echo the message: no effect
     refusal: str | None = None
+    annotations: list | None = None
+    audio: dict | None = None
+    function_call: dict | None = None
 
     @field_validator("content")
     @classmethod

@@ -26,8 +26,9 @@ NO_OPS = ("metadata", "store", "prompt_cache_key", "safety_identifier", "service
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     include_usage: bool = False
+    include_obfuscation: bool | None = None  # no effect: there is no third party on the stream to pad against
 
 
 class ChatCompletionRequest(BaseModel):
@@ -123,6 +124,8 @@ def describe(error: ValidationError) -> tuple[str, str]:
     param = ".".join(loc) or "body"
     if first["type"] == "missing":
         return param, f"missing required parameter: {param!r}"
+    if first["type"] == "extra_forbidden":
+        return param, f"unrecognized request argument supplied: {param}"
     got = first.get("input")
     shown = repr(got) if isinstance(got, (str, int, float, bool)) or got is None else type(got).__name__
     return param, f"invalid value for {param!r}: {_lower_first(first['msg'])} (got {shown})"

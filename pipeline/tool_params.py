@@ -35,7 +35,7 @@ JsonSchema = Annotated[dict[str, Any] | None, AfterValidator(_schema)]
 
 
 class FunctionDef(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
     parameters: JsonSchema = None
@@ -43,18 +43,18 @@ class FunctionDef(BaseModel):
 
 
 class ToolDef(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["function"]
     function: FunctionDef
 
 
 class ChosenFunction(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str
 
 
 class NamedToolChoice(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["function"]
     function: ChosenFunction
 
@@ -63,7 +63,7 @@ ToolChoice = Literal["none", "auto", "required"] | NamedToolChoice
 
 
 class JsonSchemaFormat(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
     schema_: JsonSchema = Field(default=None, alias="schema")
@@ -71,7 +71,7 @@ class JsonSchemaFormat(BaseModel):
 
 
 class ResponseFormat(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 

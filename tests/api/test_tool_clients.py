@@ -93,6 +93,18 @@ def test_openai_sdk_tool_loop_ends_in_text(server: LiveServer) -> None:
     assert not final.choices[0].message.tool_calls and final.choices[0].message.content
 
 
+def test_openai_sdk_takes_its_own_message_object_back(server: LiveServer) -> None:
+    """Clients append the reply's message object as it is, with its null fields."""
+    client = server.client()
+    reply = client.chat.completions.create(model="sim", messages=ASK, tools=TOOLS, max_tokens=300)
+    message = reply.choices[0].message
+    history = [*ASK, message, {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "3 C"},
+               {"role": "assistant", **message.model_dump(exclude={"tool_calls"}), "content": "It rains."},
+               {"role": "user", "content": "Thanks"}]
+    final = client.chat.completions.create(model="sim", messages=history, max_tokens=TEXT_TOKENS)
+    assert final.choices[0].message.content
+
+
 def test_openai_sdk_parses_structured_outputs(server: LiveServer) -> None:
     client = server.client()
     parsed = client.chat.completions.parse(model="sim", messages=[{"role": "user", "content": "Invent a person"}],

@@ -108,6 +108,10 @@ def test_logprobs_come_in_openai_shape_streamed_too(server: LiveServer) -> None:
     ("functions", [{"name": "f"}], "unsupported_parameter"),
     ("prediction", {"type": "content", "content": "x"}, "unsupported_parameter"),
     ("frobnicate", 1, "unsupported_parameter"),
+    ("messages", [{"role": "user", "content": "hi", "frobnicate": 1}], "unsupported_parameter"),
+    ("tools", [{"type": "function", "function": {"name": "f", "frobnicate": 1}}], "unsupported_parameter"),
+    ("response_format", {"type": "json_object", "frobnicate": 1}, "unsupported_parameter"),
+    ("stream_options", {"include_usage": True, "frobnicate": 1}, "unsupported_parameter"),
     ("modalities", ["text", "audio"], "invalid_value"),
     ("top_logprobs", 2, "invalid_value"),  # without logprobs: true
     ("tool_choice", "required", "invalid_value"),  # without tools
