@@ -180,6 +180,7 @@ class SimEngine:
             seq.script, seq.scripted = sim_script.call_script(tool, seq.rng, harmony), True
         elif harmony:
             seq.script = sim_script.thinking(max(2, seq.natural_len // 4)) + sim_script.final_channel()
+            seq.natural_len = max(seq.natural_len, len(seq.script) + 1)  # an answer follows the thinking
 
     def _forget(self, seq: _Sequence) -> None:
         seq.done = True

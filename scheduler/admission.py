@@ -46,6 +46,13 @@ class AdmissionController:
             return len(self._high) < self.slots_for(priority) and len(self._running) < self.upper
         return len(self._running) < self.slots_for(priority)
 
+    def has_any_slot(self) -> bool:
+        """Whether a request of some class could start; when not, nobody need be picked."""
+        running, limit = len(self._running), self.max_concurrency
+        if self.paused or running >= self.upper:
+            return False
+        return len(self._high) < limit or running < max(1, limit - int(limit * self.high_reserve))
+
     def cost(self, request: Request) -> int:
         blocks = -(-request.cost_tokens // self.block_size)
         return blocks * self.block_size

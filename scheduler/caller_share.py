@@ -31,6 +31,15 @@ class CallerShare:
         else:
             self.fair.arrive(request.caller, list(self.running_of))
 
+    def joined(self, request: Request, queue: PriorityQueue) -> None:
+        """After `request` is queued."""
+        if self.fair is None:
+            return
+        if self._index is None or self._indexed is not queue:
+            self._index_of(queue)  # takes in the whole queue, `request` included
+        else:
+            self._index.add(request)
+
     def next_up(self, queue: PriorityQueue) -> Request | None:
         """The queue's head, skipping callers at their running limit; with fair share, the
         least-served caller's request of the head's class."""

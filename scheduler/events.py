@@ -11,10 +11,11 @@ from scheduler.request import PriorityClass
 EventKind = Literal["admitted", "first_token", "finished", "rejected"]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class QueueEvent:
     """`outcome`: how a finished request ended, or why a rejected one was refused at submit.
-    `in_stream`: the request failed after its stream had opened."""
+    `in_stream`: the request failed after its stream had opened. Not frozen: a frozen dataclass
+    costs twice as much to make, and every request makes several."""
 
     kind: EventKind
     priority: PriorityClass

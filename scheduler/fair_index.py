@@ -9,54 +9,62 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import defaultdict
 from typing import Callable
 
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request
 
+_Waiter = tuple[float, int, Request]  # (-key, order, request)
 _Entry = tuple[float, float, int, str]  # (counter, -best key, order, caller)
 
 
 class FairIndex:
-    """Follows one queue: what joins it is indexed at the next pick; what left it is dropped when met."""
+    """Follows one queue: what joins it is added as it joins; what left it is dropped when met."""
 
     def __init__(self, counter: VirtualTokenCounter, queue: PriorityQueue) -> None:
         self.counter, self.key, self.alive = counter, queue.key, queue.holds
         self._order = itertools.count()
-        self._waiters: dict[tuple[PriorityClass, str], list[tuple[float, int, Request]]] = {}
-        self._callers: dict[PriorityClass, list[_Entry]] = defaultdict(list)
-        self._current: dict[tuple[PriorityClass, str], int] = {}  # each caller's one live entry, by order
-        self._joined = queue.follow_joins()
+        self._waiters: dict[PriorityClass, dict[str, list[_Waiter]]] = {c: {} for c in PriorityClass}
+        self._callers: dict[PriorityClass, list[_Entry]] = {c: [] for c in PriorityClass}
+        self._current: dict[PriorityClass, dict[str, int]] = {c: {} for c in PriorityClass}  # live entry, by order
         for request in queue:
-            self._add(request)
+            self.add(request)
 
-    def _add(self, request: Request) -> None:
-        waiters = self._waiters.setdefault((request.priority, request.caller), [])
-        heapq.heappush(waiters, (-self.key(request), next(self._order), request))
-        self._push(request.priority, request.caller, self.key(request))
+    def add(self, request: Request) -> None:
+        """A waiter no better than its caller's best leaves the caller's entry as it is: that
+        entry sorts no later than its true place, which is all the lazy heap needs."""
+        cls, caller, neg_key = request.priority, request.caller, -self.key(request)
+        waiters = self._waiters[cls].setdefault(caller, [])
+        better = caller not in self._current[cls] or neg_key < waiters[0][0]
+        heapq.heappush(waiters, (neg_key, next(self._order), request))
+        if better:
+            order = self._current[cls][caller] = next(self._order)
+            heapq.heappush(self._callers[cls], (self.counter.of(caller), neg_key, order, caller))
 
     def pick(self, priority: PriorityClass, may_run: Callable[[Request], bool]) -> Request | None:
         """The best waiter of the least-served caller of `priority` who may run now."""
-        for request in self._joined:
-            self._add(request)
-        self._joined.clear()
-        heap, held, found = self._callers[priority], [], None
+        heap, current, counters = self._callers[priority], self._current[priority], self.counter.counters
+        waiters_of, alive = self._waiters[priority], self.alive
+        held, found = [], None
         while heap:
             counter, neg_best, order, caller = heap[0]
-            if self._current.get((priority, caller)) != order:
+            if current.get(caller) != order:
                 heapq.heappop(heap)  # superseded by a newer entry of the same caller
                 continue
-            best = self._best(priority, caller)
-            if best is None or (counter, neg_best) != (self.counter.of(caller), -self.key(best)):
+            waiters = waiters_of[caller]
+            while waiters and not alive(waiters[0][2]):
+                heapq.heappop(waiters)
+            if not waiters:
+                del waiters_of[caller], current[caller]
                 heapq.heappop(heap)
-                if best is not None:
-                    self._push(priority, caller, self.key(best))
-            elif not may_run(best):
+            elif counter != counters.get(caller, 0.0) or neg_best != waiters[0][0]:
+                order = current[caller] = next(self._order)
+                heapq.heapreplace(heap, (counters.get(caller, 0.0), waiters[0][0], order, caller))
+            elif not may_run(waiters[0][2]):
                 held.append(heapq.heappop(heap))
             else:
-                found = best
+                found = waiters[0][2]
                 break
         for entry in held:
             heapq.heappush(heap, entry)
@@ -73,24 +81,10 @@ class FairIndex:
         heap = self._callers[priority]
         return heap[0][0] if heap else None
 
-    def _best(self, priority: PriorityClass, caller: str) -> Request | None:
-        waiters = self._waiters.get((priority, caller))
-        while waiters and not self.alive(waiters[0][2]):
-            heapq.heappop(waiters)
-        if not waiters:
-            self._waiters.pop((priority, caller), None)
-            self._current.pop((priority, caller), None)
-            return None
-        return waiters[0][2]
-
-    def _push(self, priority: PriorityClass, caller: str, best_key: float) -> None:
-        order = self._current[priority, caller] = next(self._order)
-        heapq.heappush(self._callers[priority], (self.counter.of(caller), -best_key, order, caller))
-
     def _compact(self, priority: PriorityClass) -> None:
         """Superseded entries pile up as waiters arrive; drop them when they outnumber the callers."""
-        heap = self._callers[priority]
-        if len(heap) < 1024 or len(heap) < 4 * len(self._current):
+        heap, current = self._callers[priority], self._current[priority]
+        if len(heap) < 1024 or len(heap) < 4 * len(current):
             return
-        self._callers[priority] = [e for e in heap if self._current.get((priority, e[3])) == e[2]]
+        self._callers[priority] = [e for e in heap if current.get(e[3]) == e[2]]
         heapq.heapify(self._callers[priority])

@@ -99,6 +99,7 @@ class Scheduler:
         self._tickets[request.request_id] = ticket
         self.share.joining(request, self.queue)
         self.queue.push(request)
+        self.share.joined(request, self.queue)
         self.arrivals.record(request.priority, request.arrival)
         log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
                   request.priority.value, request.score, len(self.queue))
@@ -184,7 +185,7 @@ class Scheduler:
         return ticket is None or not ticket.stream_open
 
     def _dispatch(self) -> None:
-        while not self.closed and (head := self.share.next_up(self.queue)) is not None:
+        while not self.closed and self.admission.has_any_slot() and (head := self.share.next_up(self.queue)):
             if self.admission.fits(head):
                 self.queue.remove(head.request_id)
                 self._start(head)
@@ -212,8 +213,9 @@ class Scheduler:
         ticket = self._tickets[request.request_id]
         ticket.events.put_nowait(Dispatched(wait))
         self._emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
-        log.debug("dispatch id=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
-                  request.priority.value, self.queue.effective_score(request, now), wait, self.admission.running)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("dispatch id=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
+                      request.priority.value, self.queue.effective_score(request, now), wait, self.admission.running)
         task = asyncio.create_task(self._run(ticket), name=f"run-{request.request_id}")
         self._tasks[request.request_id] = task
         task.add_done_callback(lambda _: self._never_ran(ticket, task))

@@ -27,7 +27,6 @@ class PriorityQueue:
         self._ranked: list[Request] = []
         self._ranked_version = -1
         self._positions: dict[str, int] = {}
-        self._joined: list[Request] | None = None
 
     def __len__(self) -> int:
         return len(self._members)
@@ -50,13 +49,6 @@ class PriorityQueue:
         self._by_class[request.priority][request.request_id] = request
         self._by_caller[request.caller] += 1
         self._version += 1
-        if self._joined is not None:
-            self._joined.append(request)
-
-    def follow_joins(self) -> list[Request]:
-        """A list that every request pushed from now on is appended to, for an index to take in."""
-        self._joined = []
-        return self._joined
 
     def holds(self, request: Request) -> bool:
         return self._members.get(request.request_id) is request

@@ -108,3 +108,14 @@ def test_registry_knows_sim_and_refuses_unknown_backends():
     bad.backend = "tensorrt"
     with pytest.raises(ValueError, match="engine.backend"):
         create_engine(bad)
+
+
+async def test_harmony_thinking_is_always_followed_by_an_answer():
+    eng = SimEngine(SimConfig(token_latency_ms=0, prefill_ms_per_token=0, harmony=True, natural_stop=True))
+    await eng.start()
+    try:
+        for seed in range(100):
+            text, reason, _ = await run(eng, f"r{seed}", "hi", seed=seed, max_tokens=1000)
+            assert reason == "stop" and text.strip(), seed
+    finally:
+        await eng.stop()

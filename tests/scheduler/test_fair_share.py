@@ -55,6 +55,7 @@ def test_a_flood_of_one_caller_is_interleaved_with_the_others():
     for request in flood + light:
         share.joining(request, queue)
         queue.push(request)
+        share.joined(request, queue)
     assert drain_order(share, queue) == ["alice", "bob", "alice", "bob", "alice", "alice", "alice", "alice"]
 
 
@@ -161,8 +162,10 @@ def test_the_heap_index_picks_what_a_scan_of_the_class_would():
     for step in range(3000):
         roll = rng.random()
         if roll < 0.45:
-            queue.push(make_request(rng.choice(list(P)), arrival=step * 0.01, caller=rng.choice(callers),
-                                    score=rng.choice([1.0, 3.5, 5.0, 7.5, 10.0])))
+            joining = make_request(rng.choice(list(P)), arrival=step * 0.01, caller=rng.choice(callers),
+                                   score=rng.choice([1.0, 3.5, 5.0, 7.5, 10.0]))
+            queue.push(joining)
+            index.add(joining)
         elif roll < 0.6 and len(queue):
             queue.remove(rng.choice(list(queue)).request_id)
         elif roll < 0.8:
