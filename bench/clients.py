@@ -139,6 +139,7 @@ class StreamResult:
     dispatched_wait_ms: float | None = None  # ours, when the stream opened while still queued
     error: str = ""
     error_kind: str = ""  # http (status != 200), stream (error chunk in a 200 stream), transport, timeout, incomplete
+    error_code: str | None = None  # the OpenAI error object's code, of an http or stream error
 
     @property
     def ok(self) -> bool:
@@ -205,7 +206,10 @@ async def _read_stream(client: httpx.AsyncClient, body: dict[str, Any], headers:
         result.status = response.status_code
         result.headers = {k.lower(): v for k, v in response.headers.items()}
         if response.status_code != 200:
-            _fail(result, "http", f"{response.status_code} {(await response.aread())[:200]!r}")
+            raw = await response.aread()
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                result.error_code = json.loads(raw)["error"]["code"]
+            _fail(result, "http", f"{response.status_code} {raw[:200]!r}")
             return
         async for line in response.aiter_lines():
             if line.startswith(":"):
@@ -218,6 +222,7 @@ async def _read_stream(client: httpx.AsyncClient, body: dict[str, Any], headers:
                 break
             obj = json.loads(data)
             if "error" in obj:
+                result.error_code = (obj["error"] or {}).get("code")
                 _fail(result, "stream", f"stream error {json.dumps(obj['error'])}")
                 return
             if obj.get("usage"):

@@ -9,6 +9,7 @@ from typing import Callable
 
 from scheduler.fair_index import FairIndex
 from scheduler.fair_share import VirtualTokenCounter
+from scheduler.positions import QueuePositions
 from scheduler.queue import PriorityQueue
 from scheduler.request import Request
 
@@ -17,8 +18,7 @@ class CallerShare:
     def __init__(self, fair: VirtualTokenCounter | None) -> None:
         self.fair = fair
         self.running_of: Counter[str] = Counter()
-        self._positions: dict[str, int] = {}
-        self._positions_version = -1
+        self._positions = QueuePositions(fair)
         self._index: FairIndex | None = None
         self._indexed: PriorityQueue | None = None
 
@@ -71,16 +71,8 @@ class CallerShare:
         if self.running_of[request.caller] <= 0:
             del self.running_of[request.caller]
 
-    def position(self, queue: PriorityQueue, request_id: str) -> int | None:
-        """1-based place in the order requests will start; the fair order is worked out once per
-        change of the queue, since every waiting stream asks each second."""
-        if self.fair is None:
-            return queue.position(request_id)
-        if self._positions_version != queue.version:
-            ranked = self.fair.ranking(queue.ranked())
-            self._positions = {r.request_id: i for i, r in enumerate(ranked, start=1)}
-            self._positions_version = queue.version
-        return self._positions.get(request_id)
+    def position(self, queue: PriorityQueue, request_id: str, now: float | None = None) -> int | None:
+        return self._positions.of(queue, request_id, now)
 
     def displaced_by(self, newcomer: Request, queue: PriorityQueue,
                      may_take: Callable[[Request], bool] = lambda r: True) -> Request | None:

@@ -8,6 +8,7 @@ from collections import deque
 from scheduler.request import PriorityClass
 
 NEVER_RETRY_S = 30  # what a request that would never start is told: the classes above may calm down
+MIN_SPAN_S = 5.0
 
 
 class DrainEstimator:
@@ -51,14 +52,20 @@ def retry_after(wait_s: float | None) -> int:
 
 
 class ArrivalRates:
-    """Recent accepted arrivals per class, so a waiter's estimate counts those that will overtake it."""
+    """Recent accepted arrivals per class, so a waiter's estimate counts those that will overtake
+    it. Until a window has passed since the first arrival, the rate is over the time seen (at
+    least `MIN_SPAN_S`, so a burst at start-up is no rate): a flood of three times what the
+    engine drains is recognised within two seconds, not after half a minute."""
 
     def __init__(self, window_s: float = 30.0) -> None:
         self.window_s = window_s
         self._arrivals: dict[PriorityClass, deque[float]] = {c: deque() for c in PriorityClass}
+        self._first: float | None = None
 
     def record(self, priority: PriorityClass, now: float) -> None:
         self._arrivals[priority].append(now)
+        if self._first is None:
+            self._first = now
 
     def above(self, priority: PriorityClass, now: float) -> float:
         """Arrivals per second of the classes ranked above `priority`."""
@@ -68,4 +75,5 @@ class ArrivalRates:
                 times.popleft()
             if cls.rank < priority.rank:
                 count += len(times)
-        return count / self.window_s
+        seen = now - self._first if self._first is not None else 0.0
+        return count / min(self.window_s, max(MIN_SPAN_S, seen))

@@ -282,7 +282,7 @@ class Scheduler:
         self.share.ended(request)
 
     def position(self, request_id: str) -> int | None:
-        return self.share.position(self.queue, request_id)
+        return self.share.position(self.queue, request_id, self.clock())
 
     def _fail(self, request: Request, error: SchedulerError) -> None:
         ticket = self._tickets.get(request.request_id)

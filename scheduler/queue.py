@@ -26,7 +26,6 @@ class PriorityQueue:
         self._version = 0
         self._ranked: list[Request] = []
         self._ranked_version = -1
-        self._positions: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._members)
@@ -118,10 +117,8 @@ class PriorityQueue:
                 out.append(request)
         return out
 
-    def position(self, request_id: str) -> int | None:
-        """1-based place in dispatch order, or None when not waiting."""
-        self._refresh_ranking()
-        return self._positions.get(request_id)
+    def get(self, request_id: str) -> Request | None:
+        return self._members.get(request_id)
 
     def ranked(self) -> list[Request]:
         self._refresh_ranking()
@@ -154,5 +151,4 @@ class PriorityQueue:
         live = [e for e in self._heap if self._members.get(e[2].request_id) is e[2]]
         live.sort(key=lambda e: (e[0], e[1]))
         self._ranked = [e[2] for e in live]
-        self._positions = {r.request_id: i for i, r in enumerate(self._ranked, start=1)}
         self._ranked_version = self._version

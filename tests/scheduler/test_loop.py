@@ -236,8 +236,9 @@ async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_do
 async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
     clock = FakeClock()
     sched = await started(slots=1, latency_ms=50, clock=clock)
+    sched.arrivals.record(P.LOW, clock() - 30)  # up for half a minute: the highs' 3 are 3 in 30 s
     sched.submit(make_request(P.LOW, max_tokens=500))
-    sched.drain.record(5.0)  # 0.2 a second, half of it taken by the highs' 3 in 30 s
+    sched.drain.record(5.0)  # 0.2 a second, half of it taken by the highs
     accepted = sched.submit(make_request(P.LOW))
     for _ in range(3):
         sched.submit(make_request(P.HIGH))

@@ -1,9 +1,11 @@
 """Admission, pressure, wait estimates and priority resolution: pure policies, no event loop."""
 
+import math
+
 import pytest
 
 from scheduler.admission import AdmissionController
-from scheduler.estimate import DrainEstimator
+from scheduler.estimate import MIN_SPAN_S, ArrivalRates, DrainEstimator
 from scheduler.pressure import PressureMonitor
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
 from scheduler.request import PriorityClass as P
@@ -77,6 +79,18 @@ def test_drain_estimates():
     assert est.wait_s(0, parallel=4) == 0.0
     assert est.wait_s(5, parallel=4) == 2.5
     assert est.retry_after_s(ahead=6, parallel=4) == 4  # ceil(7 / 2)
+
+
+def test_a_flood_of_a_higher_class_is_seen_within_seconds():
+    rates = ArrivalRates(window_s=30.0)
+    for i in range(80):
+        rates.record(P.HIGH, 100.0 + i * 0.025)  # 40 a second
+    assert rates.above(P.MEDIUM, now=102.0) == pytest.approx(80 / MIN_SPAN_S)  # not 80 / 30
+    assert rates.above(P.HIGH, now=102.0) == 0.0
+    est = DrainEstimator()
+    est.record(0.64)  # 8 slots: 12.5 a second
+    assert math.isinf(est.wait_s(1, parallel=8, jumpers_per_s=rates.above(P.MEDIUM, now=102.0)))
+    assert rates.above(P.LOW, now=160.0) == 0.0  # the window has passed
 
 
 CFG = SchedulerConfig()

@@ -41,10 +41,10 @@ def test_remove_and_positions():
             make_request(P.MEDIUM, request_id="c")]
     for r in reqs:
         q.push(r)
-    assert [q.position(x) for x in "abc"] == [3, 1, 2]
+    assert [r.request_id for r in q.ranked()] == ["b", "c", "a"]
     assert q.remove("b").request_id == "b"
     assert q.remove("b") is None
-    assert [q.position(x) for x in "abc"] == [2, None, 1]
+    assert [r.request_id for r in q.ranked()] == ["c", "a"] and q.get("b") is None
     assert len(q) == 2 and "b" not in q
     assert drain(q) == ["c", "a"]
 
