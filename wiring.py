@@ -18,6 +18,7 @@ from pipeline.rate_limit import RateLimiter
 from pipeline.shared_counts import SharedCounts
 from pipeline.shared_usage import SharedUsage
 from pipeline.usage import UsageLedger
+from responses.store import ResponseStore
 from scheduler.loop import Scheduler
 from settings.schema import Config
 
@@ -32,6 +33,7 @@ class Services:
     cache: ResponseCache | RedisResponseCache | None = None
     gpu: GpuMonitor | None = None
     alerts: AlertNotifier | None = None
+    responses: ResponseStore | None = None
 
 
 def build_services(config: Config) -> Services:
@@ -44,7 +46,9 @@ def build_services(config: Config) -> Services:
     usage = UsageLedger(shared=SharedUsage(state.redis_url, state.sync_interval_s) if state.shared_usage else None)
     pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
                             usage)
-    services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler))
+    stored = config.responses
+    services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler),
+                        responses=ResponseStore(stored.path, stored.ttl_s, stored.max_responses))
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)

@@ -11,7 +11,7 @@ from api.auth import identify
 from api.body import load_object, validate
 from api.errors import APIError
 from api.openai_format import CompletionFormat
-from api.relay import complete_response, stream_response, unless_client_leaves
+from api.relay import chat_stream, complete_response, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest, unknown_fields
 from pipeline.tool_params import ToolParamError, check_tools
@@ -20,7 +20,7 @@ from pipeline.tool_params import ToolParamError, check_tools
 async def create_chat_completion(request: Request) -> Response:
     services = request.app.state.services
     caller = identify(request)
-    _check_json(request)
+    check_json(request)
     body = parse_body(await request.body())
     batch = _batch_mode(request)
     call = ChatCall(
@@ -33,8 +33,8 @@ async def create_chat_completion(request: Request) -> Response:
         return Response(status_code=499)
     fmt = CompletionFormat.start(run.request_id, services.engine.capabilities.model, body.include_reasoning)
     if call.streamed:
-        return await stream_response(run, fmt, body.include_usage)
-    return await complete_response(request, run, fmt)
+        return await stream_response(run, chat_stream(fmt, body.include_usage))
+    return await complete_response(request, run, fmt.body)
 
 
 def parse_body(raw: bytes) -> ChatCompletionRequest:
@@ -55,7 +55,7 @@ def parse_body(raw: bytes) -> ChatCompletionRequest:
     return body
 
 
-def _check_json(request: Request) -> None:
+def check_json(request: Request) -> None:
     """A browser sends a cross-site `text/plain` POST without asking first (no CORS preflight);
     refusing every type but JSON keeps other sites' pages from making this server generate."""
     kind = request.headers.get("content-type")

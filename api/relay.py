@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 from fastapi import Request
@@ -28,9 +29,13 @@ def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
     return headers
 
 
-async def stream_response(run: ChatRun, fmt: CompletionFormat, include_usage: bool) -> Response:
+Render = Callable[[Event, AsyncIterator[Event]], AsyncIterator[str]]
+
+
+async def stream_response(run: ChatRun, render: Render, headers: dict[str, str] | None = None) -> Response:
     """The first event decides the status: a refusal is an HTTP error; otherwise the stream opens,
-    carrying the exact queue wait in its headers when the run started within a notice interval."""
+    carrying the exact queue wait in its headers when the run started within a notice interval.
+    `render` turns the events, the first included, into the stream's text."""
     events = run.events()
     try:
         first = await anext(events)
@@ -39,13 +44,18 @@ async def stream_response(run: ChatRun, fmt: CompletionFormat, include_usage: bo
         raise
     if isinstance(first, Refused):
         await events.aclose()
-        return error_response(first.refusal, run_headers(run, 0.0))
+        return error_response(first.refusal, {**run_headers(run, 0.0), **(headers or {})})
     wait = first.waited_s if isinstance(first, Queued) else first.queue_wait_s if isinstance(first, Started) else 0.0
-    return EventStream(_sse(first, events, fmt, include_usage), on_close=events.aclose,
-                       headers=run_headers(run, wait))
+    return EventStream(render(first, events), on_close=events.aclose,
+                       headers={**run_headers(run, wait), **(headers or {})})
 
 
-async def complete_response(request: Request, run: ChatRun, fmt: CompletionFormat) -> Response:
+def chat_stream(fmt: CompletionFormat, include_usage: bool) -> Render:
+    return lambda first, events: _sse(first, events, fmt, include_usage)
+
+
+async def complete_response(request: Request, run: ChatRun, body: Callable[[Finished], dict | Awaitable[dict]],
+                            headers: dict[str, str] | None = None) -> Response:
     collect = asyncio.ensure_future(_collect(run.events()))
     gone = asyncio.ensure_future(_client_gone(request))
     try:
@@ -59,8 +69,16 @@ async def complete_response(request: Request, run: ChatRun, fmt: CompletionForma
         return Response(status_code=499)
     last, wait = collect.result()
     if isinstance(last, Refused):
-        return error_response(last.refusal, run_headers(run, wait))
-    return JSONResponse(fmt.body(last), headers=run_headers(run, wait))
+        return error_response(last.refusal, {**run_headers(run, wait), **(headers or {})})
+    rendered = body(last)
+    if inspect.isawaitable(rendered):
+        rendered = await rendered
+    return JSONResponse(rendered, headers={**run_headers(run, wait), **(headers or {})})
+
+
+def queue_comment(event: Queued) -> str:
+    eta = "unknown" if event.estimated_wait_s is None else event.estimated_wait_s
+    return sse_comment(f"queue position={event.position} estimated_wait_s={eta}")
 
 
 async def unless_client_leaves(request: Request, work: Awaitable[T]) -> T | None:
@@ -101,8 +119,7 @@ async def _sse(first: Event, events: AsyncIterator[Event], fmt: CompletionFormat
     waited = isinstance(first, Queued)
     while event is not None:
         if isinstance(event, Queued):
-            eta = "unknown" if event.estimated_wait_s is None else event.estimated_wait_s
-            yield sse_comment(f"queue position={event.position} estimated_wait_s={eta}")
+            yield queue_comment(event)
         elif isinstance(event, Started):
             if waited:
                 yield sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")

@@ -13,6 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
+from api.responses import router as responses_router
 from api.routes import router
 from cache.redis_store import CacheUnavailable
 from monitor.metrics import Metrics
@@ -35,6 +36,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
                 log.error("%s", exc)
                 if on_engine_failure is not None:
                     on_engine_failure(exc)
+        if services.responses is not None:
+            await services.responses.open()
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]
@@ -56,6 +59,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             await services.engine.stop()
             if services.cache is not None:
                 await services.cache.close()
+            if services.responses is not None:
+                await services.responses.close()
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan)
     app.state.services = services
@@ -66,7 +71,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.add_middleware(CORSMiddleware, allow_origins=services.config.server.cors_origins, allow_methods=["*"],
                        allow_headers=["*"], allow_credentials=False)
     install_error_handlers(app)
-    app.include_router(router)
+    app.include_router(responses_router)
+    app.include_router(router)  # last: its catch-all answers every other /v1 path
     app.openapi = lambda: _openapi(app)
     return app
 

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import aiosqlite
 
 from cache.keys import CacheKey
+from core.sqlite_file import open_or_set_aside
 from settings.schema import CacheConfig
 
 log = logging.getLogger("gpt_oss_webui.cache")
@@ -68,18 +69,7 @@ class ResponseCache:
         self.hits = self.misses = self.evictions = self.expired = 0
 
     async def open(self) -> None:
-        path = Path(self.config.path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            await self._connect(path)
-        except sqlite3.DatabaseError as exc:
-            await self._close_db()
-            aside = path.with_name(f"{path.name}.corrupt-{int(self.clock())}")
-            path.rename(aside)
-            for suffix in ("-wal", "-shm"):
-                Path(str(path) + suffix).unlink(missing_ok=True)
-            log.warning("cache file %s was unreadable (%s); moved it to %s and started a new one", path, exc, aside)
-            await self._connect(path)
+        self._db = await open_or_set_aside(Path(self.config.path), self._setup, log, self.clock)
         self._tasks = [asyncio.create_task(self._write_forever(), name="cache-writer"),
                        asyncio.create_task(self._purge_forever(), name="cache-purge")]
 
@@ -183,12 +173,9 @@ class ResponseCache:
             if delete:
                 self._writes.put_nowait(("DELETE FROM entries WHERE key = ?", (digest,)))
 
-    async def _connect(self, path: Path) -> None:
-        self._db = await aiosqlite.connect(path)
-        await self._db.execute("PRAGMA journal_mode=WAL")
-        await self._db.execute("PRAGMA synchronous=NORMAL")
-        await self._db.execute(_SCHEMA)
-        await self._db.commit()
+    async def _setup(self, db: aiosqlite.Connection) -> None:
+        await db.execute(_SCHEMA)
+        self._db = db
         await self._load_index()
 
     async def _load_index(self) -> None:

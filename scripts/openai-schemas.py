@@ -9,7 +9,8 @@ import json
 import sys
 from typing import Any
 
-ROOTS = ("CreateChatCompletionResponse", "CreateChatCompletionStreamResponse", "ListModelsResponse", "ErrorResponse")
+ROOTS = ("CreateChatCompletionResponse", "CreateChatCompletionStreamResponse", "ListModelsResponse", "ErrorResponse",
+         "Response", "ResponseStreamEvent", "ResponseItemList")
 DROPPED = {"description", "example", "examples", "x-stainless-const", "deprecated", "title"}
 
 

@@ -242,6 +242,15 @@ class CacheConfig(Section):
     purge_interval_s: float = Field(60.0, ge=0.1)
 
 
+class ResponsesConfig(Section):
+    """Stored responses of the Responses API (`store: true`, OpenAI's default), for
+    `previous_response_id` and `GET /v1/responses/{id}`: one SQLite file, per caller."""
+
+    path: str = "data/responses.sqlite3"
+    ttl_s: float = Field(2_592_000.0, ge=1.0)  # 30 days, as OpenAI keeps them
+    max_responses: int = Field(100_000, ge=1)  # past it, the oldest go first
+
+
 class StateConfig(Section):
     """Where gateways share state: the cache with `cache.backend: redis`, rate limits and usage."""
 
@@ -283,6 +292,7 @@ class Config(Section):
     engine: EngineConfig = Field(default_factory=EngineConfig)
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)

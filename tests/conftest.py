@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -23,9 +24,10 @@ from api.connection import uvicorn_settings
 from app import app_for
 from settings import load_config
 
-FAST_SIM = ["engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
+_RESPONSES = f"responses.path={tempfile.mkdtemp(prefix='responses-')}/responses.sqlite3"  # not the repo's data/
+FAST_SIM = [_RESPONSES, "engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
             "engine.sim.natural_stop=false", "logging.file=", "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
-VLLM = ["engine.backend=vllm", "engine.vllm.max_num_seqs=1", "engine.vllm.kv_cache_memory_bytes=268435456",
+VLLM = [_RESPONSES, "engine.backend=vllm", "engine.vllm.max_num_seqs=1", "engine.vllm.kv_cache_memory_bytes=268435456",
         "scheduler.max_concurrency=8", "logging.file=",
         "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
 

@@ -1,0 +1,188 @@
+"""The Responses API: `POST /v1/responses` on the chat pipeline, and the stored responses
+(`GET` / `DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`), each caller's own."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
+
+from api.auth import identify
+from api.body import load_object, validate
+from api.chat import check_json
+from api.errors import APIError
+from api.relay import complete_response, queue_comment, stream_response, unless_client_leaves
+from api.responses_format import EventWriter, ResponseShape, new_id, output_items
+from pipeline.caller import Caller
+from pipeline.chat import ChatCall, PriorityHints
+from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, TextDelta, ToolCallPiece
+from pipeline.params import describe
+from pipeline.responses_chat import chat_request
+from pipeline.responses_request import (
+    Item, ResponsesInputError, ResponsesRequest, check_include, input_items, parse_item, split_tools, unknown_field,
+)
+from pipeline.tool_params import ToolParamError, check_tools
+from responses.store import ChainBroken, ResponseStore, StoredResponse
+
+log = logging.getLogger("gpt_oss_webui.api")
+router = APIRouter()
+
+
+@router.post("/v1/responses")
+async def create_response(request: Request) -> Response:
+    services = request.app.state.services
+    caller = identify(request)
+    check_json(request)
+    body, items, shape, hosted = await _parse(request, caller)
+    chat = _chat(body, await _history(services.responses, body, caller) + items, shape)
+    call = ChatCall(caller=caller, params=chat, hints=PriorityHints(request.headers.get("x-priority")),
+                    request_id=shape.id, cache_control=request.headers.get("cache-control", ""), streamed=body.stream)
+    headers = {"X-Unsupported-Tools": ", ".join(hosted)} if hosted else {}
+    run = await unless_client_leaves(request, services.pipeline.start(call))
+    if run is None:
+        return Response(status_code=499)
+    keep = _Keeper(services.responses, caller, body, items)
+    if body.stream:
+        return await stream_response(run, lambda first, events: _stream(first, events, shape, keep), headers)
+
+    async def rendered(finished: Finished) -> dict:
+        response = shape.finished(finished, output_items(finished))
+        await keep(response)
+        return response
+
+    return await complete_response(request, run, rendered, headers)
+
+
+@router.get("/v1/responses/{response_id}")
+async def get_response(request: Request, response_id: str) -> dict:
+    return (await _stored(request, response_id)).response
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete_response(request: Request, response_id: str) -> dict:
+    caller = identify(request)
+    if not await request.app.state.services.responses.delete(response_id, caller.name):
+        raise _not_found(response_id)
+    return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+@router.get("/v1/responses/{response_id}/input_items")
+async def list_input_items(request: Request, response_id: str, limit: int = 20, order: str = "desc",
+                           after: str | None = None) -> dict:
+    if not 1 <= limit <= 100 or order not in ("asc", "desc"):
+        raise APIError(400, "limit must be 1 to 100 and order asc or desc", param="limit" if order in ("asc", "desc")
+                       else "order", code="invalid_value")
+    stored = await _stored(request, response_id)
+    items = [{"id": item.get("id") or f"item_{response_id}_{i}", **item} for i, item in enumerate(stored.input_items)]
+    if order == "desc":
+        items.reverse()
+    if after is not None:
+        ids = [item["id"] for item in items]
+        items = items[ids.index(after) + 1:] if after in ids else []
+    page = items[:limit]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
+
+
+async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]:
+    services = request.app.state.services
+    data = load_object(await request.body())
+    if (unknown := unknown_field(data)) is not None:
+        raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
+    body = validate(data, ResponsesRequest)
+    try:
+        items = input_items(body)
+        tools, hosted = split_tools(body)
+        check_include(body)
+    except ResponsesInputError as exc:
+        raise APIError(400, str(exc), param=exc.param, code=exc.code) from None
+    if hosted:
+        log.info("responses: tools this server cannot run were not shown to the model: caller=%s tools=%s",
+                 caller.name, ",".join(hosted))
+    return body, items, ResponseShape(new_id("resp"), services.engine.capabilities.model, body, tools), hosted
+
+
+async def _history(store: ResponseStore, body: ResponsesRequest, caller: Caller) -> list[Item]:
+    if body.previous_response_id is None:
+        return []
+    try:
+        stored = await store.history(body.previous_response_id, caller.name)
+    except KeyError:
+        raise APIError(404, f"no response {body.previous_response_id!r}: it was not stored, has expired, or was "
+                       "deleted", param="previous_response_id", code="previous_response_not_found") from None
+    except ChainBroken as exc:
+        raise APIError(404, f"response {exc.args[0]!r}, earlier in the chain of {body.previous_response_id!r}, is "
+                       "gone (deleted, expired or evicted)", param="previous_response_id",
+                       code="previous_response_not_found") from None
+    return [parse_item(item, "previous_response_id") for item in stored]
+
+
+def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape):
+    try:
+        chat = chat_request(body, items, shape.tools)
+    except ValidationError as exc:
+        param, message = describe(exc)
+        raise APIError(400, message, param=param, code="invalid_value") from None
+    try:
+        check_tools(chat.tools, chat.tool_choice)
+    except ToolParamError as exc:
+        raise APIError(400, str(exc), param=exc.param, code="invalid_value") from None
+    if body.tool_choice not in (None, "none", "auto") and not shape.tools:
+        raise APIError(400, "tool_choice asks for a call, but there are no function tools", param="tool_choice",
+                       code="invalid_value")
+    return chat
+
+
+class _Keeper:
+    """Stores a finished response (with `store: true`), the write committed before the client
+    hears it completed."""
+
+    def __init__(self, store: ResponseStore, caller: Caller, body: ResponsesRequest, items: list[Item]) -> None:
+        self.store, self.caller, self.body = store, caller, body
+        self.items = [item.model_dump(exclude_none=True, by_alias=True) for item in items]
+
+    async def __call__(self, response: dict) -> None:
+        if self.body.store:
+            await self.store.put(StoredResponse(response["id"], self.caller.name, time.time(),
+                                                self.body.previous_response_id, response, self.items))
+
+
+async def _stream(first: Event, events: AsyncIterator[Event], shape: ResponseShape, keep: _Keeper
+                  ) -> AsyncIterator[str]:
+    writer = EventWriter(shape)
+    for line in writer.begin():
+        yield line
+    event: Event | None = first
+    while event is not None:
+        if isinstance(event, Queued):
+            yield queue_comment(event)
+        elif isinstance(event, (ReasoningDelta, TextDelta, ToolCallPiece)):
+            for line in writer.delta(event):
+                yield line
+        elif isinstance(event, Finished):
+            lines, response = writer.finish(event)
+            await keep(response)
+            for line in lines:
+                yield line
+            return
+        elif isinstance(event, Refused):
+            for line in writer.fail(event.refusal):
+                yield line
+            return
+        event = await anext(events, None)
+
+
+async def _stored(request: Request, response_id: str) -> StoredResponse:
+    caller = identify(request)
+    stored = await request.app.state.services.responses.get(response_id, caller.name)
+    if stored is None:
+        raise _not_found(response_id)
+    return stored
+
+
+def _not_found(response_id: str) -> APIError:
+    return APIError(404, f"no response {response_id!r}", param="response_id", code="not_found")

@@ -1,0 +1,195 @@
+"""Responses API objects from the pipeline's events: the `response` object with its output items,
+and the stream of `response.*` events with their sequence numbers."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.events import Finished, ReasoningDelta, TextDelta, ToolCallPiece, Usage
+from pipeline.refusal import Refusal
+from pipeline.responses_request import FunctionTool, NamedFunction, ResponsesRequest
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+@dataclass(slots=True)
+class ResponseShape:
+    """What every state of one response shares: its id, the request's settings echoed back."""
+
+    id: str
+    model: str
+    body: ResponsesRequest
+    tools: list[FunctionTool]
+    created_at: int = field(default_factory=lambda: int(time.time()))
+
+    def envelope(self, status: str, output: list[dict], usage: Usage | None = None, error: dict | None = None,
+                 incomplete: str | None = None) -> dict:
+        body = self.body
+        choice = body.tool_choice
+        return {
+            "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
+            "background": False, "error": error,
+            "incomplete_details": {"reason": incomplete} if incomplete else None,
+            "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "max_tool_calls": None,
+            "model": self.model, "output": output, "parallel_tool_calls": body.parallel_tool_calls is not False,
+            "previous_response_id": body.previous_response_id,
+            "reasoning": {"effort": body.reasoning.effort if body.reasoning else None, "summary": None},
+            "store": body.store, "temperature": body.temperature if body.temperature is not None else 1.0,
+            "text": {"format": {"type": "text"}} if body.text is None or body.text.format is None
+            else {"format": body.text.format.model_dump(by_alias=True, exclude_none=True)},
+            "tool_choice": choice.model_dump() if isinstance(choice, NamedFunction) else choice or "auto",
+            "tools": [{"type": "function", "name": t.name, "description": t.description,
+                       "parameters": t.parameters or {"type": "object", "properties": {}},
+                       "strict": bool(t.strict)} for t in self.tools],
+            "top_p": body.top_p if body.top_p is not None else 1.0, "truncation": body.truncation or "disabled",
+            "usage": usage_of(usage) if usage is not None else None,
+            "user": body.user, "metadata": body.metadata or {},
+        }
+
+    def finished(self, finished: Finished, output: list[dict]) -> dict:
+        length = finished.finish_reason == "length"
+        return self.envelope("incomplete" if length else "completed", output, finished.usage,
+                             incomplete="max_output_tokens" if length else None)
+
+    def failed(self, refusal: Refusal, output: list[dict]) -> dict:
+        return self.envelope("failed", output, error={"code": refusal.code or "server_error",
+                                                      "message": refusal.message})
+
+
+def output_items(finished: Finished) -> list[dict]:
+    """The whole answer as items: reasoning, the message, then each call."""
+    items = []
+    if finished.reasoning:
+        items.append(reasoning_item(new_id("rs"), finished.reasoning))
+    if finished.text or not finished.tool_calls:
+        items.append(message_item(new_id("msg"), finished.text))
+    items.extend(call_item(new_id("fc"), c.id, c.name, c.arguments) for c in finished.tool_calls)
+    return items
+
+
+def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict:
+    return {"type": "reasoning", "id": item_id, "summary": [], "status": status,
+            "content": [{"type": "reasoning_text", "text": text}] if status == "completed" else []}
+
+
+def message_item(item_id: str, text: str, status: str = "completed") -> dict:
+    content = [text_part(text)] if status == "completed" else []
+    return {"type": "message", "id": item_id, "status": status, "role": "assistant", "content": content}
+
+
+def text_part(text: str) -> dict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
+    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
+            "status": status}
+
+
+def usage_of(usage: Usage) -> dict:
+    return {"input_tokens": usage.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
+            "output_tokens": usage.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+
+
+class EventWriter:
+    """Turns the pipeline's deltas into `response.*` events: an output item opens when its kind
+    of delta first arrives and closes when another kind does or the answer ends."""
+
+    def __init__(self, shape: ResponseShape) -> None:
+        self.shape = shape
+        self.sequence = 0
+        self.items: list[dict] = []  # closed output items
+        self._open: dict | None = None
+        self._text = ""
+
+    def event(self, kind: str, **fields: Any) -> str:
+        payload = {"type": kind, "sequence_number": self.sequence, **fields}
+        self.sequence += 1
+        return f"event: {kind}\ndata: {json.dumps(payload, separators=(',', ':'), ensure_ascii=False)}\n\n"
+
+    def begin(self) -> list[str]:
+        pending = self.shape.envelope("in_progress", [])
+        return [self.event("response.created", response=pending), self.event("response.in_progress", response=pending)]
+
+    def delta(self, event: ReasoningDelta | TextDelta | ToolCallPiece) -> list[str]:
+        out: list[str] = []
+        if isinstance(event, ReasoningDelta):
+            if self._kind() != "reasoning":
+                out += self._close() + self._start(reasoning_item(new_id("rs"), "", "in_progress"),
+                                                   {"type": "reasoning_text", "text": ""})
+            self._text += event.text
+            out.append(self.event("response.reasoning_text.delta", **self._at(), content_index=0, delta=event.text))
+        elif isinstance(event, TextDelta):
+            if self._kind() != "message":
+                out += self._close() + self._start(message_item(new_id("msg"), "", "in_progress"), text_part(""))
+            self._text += event.text
+            out.append(self.event("response.output_text.delta", **self._at(), content_index=0, delta=event.text,
+                                  logprobs=[]))
+        elif event.id is not None:
+            out += self._close() + self._start(call_item(new_id("fc"), event.id, event.name or "", "", "in_progress"))
+            if event.arguments:
+                out += self._arguments(event.arguments)
+        else:
+            out += self._arguments(event.arguments)
+        return out
+
+    def finish(self, finished: Finished) -> tuple[list[str], dict]:
+        """The closing events, and the response as stored."""
+        if not self.items and self._open is None and not finished.tool_calls:
+            out = self._start(message_item(new_id("msg"), "", "in_progress"), text_part("")) + self._close()
+        else:
+            out = self._close()
+        response = self.shape.finished(finished, self.items)
+        kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+        return out + [self.event(kind, response=response)], response
+
+    def fail(self, refusal: Refusal) -> list[str]:
+        error = self.event("error", code=refusal.code, message=refusal.message, param=refusal.param)
+        return self._close() + [error, self.event("response.failed", response=self.shape.failed(refusal, self.items))]
+
+    def _kind(self) -> str | None:
+        return None if self._open is None else self._open["type"]
+
+    def _at(self) -> dict:
+        return {"item_id": self._open["id"], "output_index": len(self.items)}
+
+    def _start(self, item: dict, part: dict | None = None) -> list[str]:
+        self._open, self._text = item, ""
+        out = [self.event("response.output_item.added", output_index=len(self.items), item=item)]
+        if part is not None:
+            out.append(self.event("response.content_part.added", **self._at(), content_index=0, part=part))
+        return out
+
+    def _arguments(self, text: str) -> list[str]:
+        self._text += text
+        return [self.event("response.function_call_arguments.delta", **self._at(), delta=text)]
+
+    def _close(self) -> list[str]:
+        item = self._open
+        if item is None:
+            return []
+        at, text, out = self._at(), self._text, []
+        if item["type"] == "reasoning":
+            done = reasoning_item(item["id"], text)
+            out += [self.event("response.reasoning_text.done", **at, content_index=0, text=text),
+                    self.event("response.content_part.done", **at, content_index=0, part=done["content"][0])]
+        elif item["type"] == "message":
+            done = message_item(item["id"], text)
+            out += [self.event("response.output_text.done", **at, content_index=0, text=text, logprobs=[]),
+                    self.event("response.content_part.done", **at, content_index=0, part=done["content"][0])]
+        else:
+            done = call_item(item["id"], item["call_id"], item["name"], text)
+            out.append(self.event("response.function_call_arguments.done", **at, name=item["name"], arguments=text))
+        out.append(self.event("response.output_item.done", output_index=len(self.items), item=done))
+        self.items.append(done)
+        self._open = None
+        return out

@@ -1,0 +1,214 @@
+"""The Responses API request (`POST /v1/responses`) as OpenAI defines it: what this server honours,
+what it accepts as bookkeeping, and what it refuses by name. Input items are checked one by one,
+so an error names the item (`input.2.call_id`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.params import describe
+from pipeline.tool_params import NAME_PATTERN, JsonSchema, JsonSchemaFormat
+
+HOSTED_TOOLS = {"web_search", "web_search_preview", "web_search_preview_2025_03_11", "file_search",
+                "code_interpreter", "image_generation", "computer_use", "computer_use_preview", "mcp",
+                "namespace", "local_shell", "shell", "apply_patch", "tool_search"}
+SUPPORTED_INCLUDE: set[str] = set()
+UNSUPPORTED = {
+    "background": "background mode is not supported yet; send the request and keep the connection",
+    "conversation": "conversations are not supported; continue with previous_response_id",
+    "prompt": "prompt templates are not supported; send input and instructions",
+    "max_tool_calls": "max_tool_calls is not supported",
+    "top_logprobs": "top_logprobs is not supported on /v1/responses; use /v1/chat/completions",
+    "stream_options": "stream_options is not supported on /v1/responses",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TextContent(_Strict):
+    type: Literal["input_text", "output_text", "text", "reasoning_text", "summary_text"]
+    text: str
+    annotations: list | None = None  # what an echoed output_text carries: no effect
+    logprobs: list | None = None
+
+
+class MessageItem(_Strict):
+    type: Literal["message"] = "message"
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[TextContent]
+    id: str | None = None
+    status: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+
+
+class FunctionCallItem(_Strict):
+    type: Literal["function_call"]
+    call_id: str = Field(min_length=1, max_length=256)
+    name: str = Field(min_length=1, max_length=64)
+    arguments: str
+    id: str | None = None
+    status: str | None = None
+
+
+class FunctionCallOutputItem(_Strict):
+    type: Literal["function_call_output"]
+    call_id: str = Field(min_length=1, max_length=256)
+    output: str | list[TextContent]
+    id: str | None = None
+    status: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+
+
+class ReasoningItem(_Strict):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[TextContent] = Field(default_factory=list)
+    content: list[TextContent] | None = None
+    encrypted_content: str | None = None
+    status: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content or self.summary)
+
+
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
+ITEMS: dict[str, type[Item]] = {"message": MessageItem, "function_call": FunctionCallItem,
+                                "function_call_output": FunctionCallOutputItem, "reasoning": ReasoningItem}
+
+
+class FunctionTool(_Strict):
+    type: Literal["function"]
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = None
+    parameters: JsonSchema = None
+    strict: bool | None = None
+
+
+class NamedFunction(_Strict):
+    type: Literal["function"]
+    name: str
+
+
+class Reasoning(_Strict):
+    effort: Literal["low", "medium", "high"] | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None  # the analysis is shown whole, not summarised
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None
+
+
+class TextFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = Field(default=None, pattern=NAME_PATTERN)
+    description: str | None = None
+    schema_: JsonSchema = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextOptions(_Strict):
+    format: TextFormat | None = None
+    verbosity: Literal["medium"] | None = None  # the only verbosity the served models write
+
+
+class ResponsesRequest(_Strict):
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedFunction | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    reasoning: Reasoning | None = None
+    text: TextOptions | None = None
+    store: bool = True
+    previous_response_id: str | None = Field(default=None, min_length=1, max_length=128)
+    include: list[str] | None = None
+    stream: bool = False
+    truncation: Literal["disabled", "auto"] | None = None
+    # bookkeeping that cannot change the answer
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    client_metadata: dict[str, Any] | None = None
+    safety_identifier: str | None = None
+    service_tier: str | None = None
+    # ours
+    priority: str | int | None = None
+
+
+class ResponsesInputError(ValueError):
+    def __init__(self, param: str, message: str, code: str = "invalid_value") -> None:
+        super().__init__(message)
+        self.param, self.code = param, code
+
+
+def unknown_field(data: dict[str, Any]) -> tuple[str, str] | None:
+    for name in data:
+        if name in UNSUPPORTED:
+            return name, UNSUPPORTED[name]
+        if name not in ResponsesRequest.model_fields:
+            return name, f"unrecognized request argument supplied: {name}"
+    return None
+
+
+def input_items(body: ResponsesRequest) -> list[Item]:
+    """The input as items: a string is one user message."""
+    if isinstance(body.input, str):
+        return [MessageItem(role="user", content=body.input)]
+    return [parse_item(raw, f"input.{i}") for i, raw in enumerate(body.input)]
+
+
+def parse_item(raw: dict[str, Any], where: str) -> Item:
+    kind = raw.get("type", "message")
+    model = ITEMS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise ResponsesInputError(f"{where}.type", f"input items of type {kind!r} are not supported; send "
+                                  f"{', '.join(ITEMS)}", "unsupported_parameter")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        param, message = describe(exc)
+        raise ResponsesInputError(f"{where}.{param}", message.replace(repr(param), repr(f"{where}.{param}"))) from None
+
+
+def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[str]]:
+    """The function tools the model is shown, and the hosted kinds it is not (named back to the
+    client in a header: clients such as Codex always send some)."""
+    functions, hosted = [], []
+    for i, raw in enumerate(body.tools or ()):
+        kind = raw.get("type")
+        if kind in HOSTED_TOOLS:
+            hosted.append(str(raw.get("name") or kind))
+            continue
+        if kind != "function":
+            raise ResponsesInputError(f"tools.{i}.type", f"tools of type {kind!r} are not supported; send function "
+                                      f"tools", "unsupported_parameter")
+        try:
+            functions.append(FunctionTool.model_validate(raw))
+        except ValidationError as exc:
+            param, message = describe(exc)
+            raise ResponsesInputError(f"tools.{i}.{param}", message) from None
+    return functions, hosted
+
+
+def check_include(body: ResponsesRequest) -> None:
+    for i, name in enumerate(body.include or ()):
+        if name not in SUPPORTED_INCLUDE:
+            raise ResponsesInputError(f"include.{i}", f"include {name!r} is not supported", "unsupported_parameter")
+
+
+def json_schema_format(fmt: TextFormat) -> JsonSchemaFormat:
+    return JsonSchemaFormat(name=fmt.name or "response", description=fmt.description, schema=fmt.schema_,
+                            strict=fmt.strict)

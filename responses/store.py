@@ -1,0 +1,135 @@
+"""Stored responses for `previous_response_id` and `GET /v1/responses/{id}`: one SQLite file
+through aiosqlite. A response is written, and the write committed, before its client is told it
+completed, so a `kill -9` loses nothing acknowledged. Each response keeps only its own input and
+output items and its predecessor's id; a continuation walks the chain. Bounded by age (`ttl_s`)
+and by count (`max_responses`, oldest first). Every read is by (id, caller): another caller's
+response does not exist for it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import aiosqlite
+
+from core.sqlite_file import open_or_set_aside
+
+log = logging.getLogger("gpt_oss_webui.responses")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY,
+    caller TEXT NOT NULL,
+    created REAL NOT NULL,
+    previous_id TEXT,
+    response TEXT NOT NULL,
+    input_items TEXT NOT NULL
+)
+"""
+_BY_AGE = "CREATE INDEX IF NOT EXISTS responses_by_age ON responses (created)"
+MAX_CHAIN = 10_000
+PURGE_INTERVAL_S = 3600.0
+
+
+@dataclass(slots=True)
+class StoredResponse:
+    id: str
+    caller: str
+    created: float
+    previous_id: str | None
+    response: dict
+    input_items: list[dict]
+
+
+class ChainBroken(LookupError):
+    """A response in the chain is gone (deleted, expired or evicted)."""
+
+
+class ResponseStore:
+    def __init__(self, path: str, ttl_s: float, max_responses: int, clock: Callable[[], float] = time.time) -> None:
+        self.path, self.ttl_s, self.max_responses, self.clock = Path(path), ttl_s, max_responses, clock
+        self._db: aiosqlite.Connection | None = None
+        self._count = 0
+        self._purged = 0.0
+
+    async def open(self) -> None:
+        self._db = await open_or_set_aside(self.path, self._setup, log, self.clock)
+        await self._purge()
+
+    async def _setup(self, db: aiosqlite.Connection) -> None:
+        await db.execute(_SCHEMA)
+        await db.execute(_BY_AGE)
+        async with db.execute("SELECT COUNT(*) FROM responses") as cur:
+            self._count = (await cur.fetchone())[0]
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    async def put(self, stored: StoredResponse) -> None:
+        db = self._connected()
+        cur = await db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", (
+            stored.id, stored.caller, stored.created, stored.previous_id,
+            json.dumps(stored.response, ensure_ascii=False), json.dumps(stored.input_items, ensure_ascii=False)))
+        self._count += cur.rowcount
+        await db.commit()
+        if self._count > self.max_responses:
+            await self._evict(self._count - self.max_responses)
+        if self.clock() - self._purged > PURGE_INTERVAL_S:
+            await self._purge()
+
+    async def get(self, response_id: str, caller: str) -> StoredResponse | None:
+        async with self._connected().execute(
+                "SELECT id, caller, created, previous_id, response, input_items FROM responses "
+                "WHERE id = ? AND caller = ? AND created >= ?", (response_id, caller, self.clock() - self.ttl_s)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return StoredResponse(row[0], row[1], row[2], row[3], json.loads(row[4]), json.loads(row[5]))
+
+    async def delete(self, response_id: str, caller: str) -> bool:
+        db = self._connected()
+        cur = await db.execute("DELETE FROM responses WHERE id = ? AND caller = ?", (response_id, caller))
+        await db.commit()
+        self._count -= cur.rowcount
+        return cur.rowcount > 0
+
+    async def history(self, response_id: str, caller: str) -> list[dict]:
+        """Every item of the chain ending in `response_id`, oldest first: each response's input
+        items, then its output."""
+        chain: list[StoredResponse] = []
+        next_id: str | None = response_id
+        while next_id is not None and len(chain) < MAX_CHAIN:
+            stored = await self.get(next_id, caller)
+            if stored is None:
+                if not chain:
+                    raise KeyError(response_id)
+                raise ChainBroken(next_id)
+            chain.append(stored)
+            next_id = stored.previous_id
+        return [item for stored in reversed(chain) for item in (*stored.input_items, *stored.response["output"])]
+
+    async def _purge(self) -> None:
+        db, self._purged = self._connected(), self.clock()
+        cur = await db.execute("DELETE FROM responses WHERE created < ?", (self.clock() - self.ttl_s,))
+        await db.commit()
+        self._count -= cur.rowcount
+        if self._count > self.max_responses:
+            await self._evict(self._count - self.max_responses)
+
+    async def _evict(self, n: int) -> None:
+        db = self._connected()
+        cur = await db.execute("DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created LIMIT ?)",
+                               (n,))
+        await db.commit()
+        self._count -= cur.rowcount
+
+    def _connected(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("the response store is not open")
+        return self._db
