@@ -16,7 +16,7 @@ from api.body import load_object, validate
 from api.chat import check_json
 from api.errors import APIError
 from api.relay import complete_response, queue_comment, stream_response, unless_client_leaves
-from api.responses_format import EventWriter, ResponseShape, new_id, output_items
+from api.responses_format import EventWriter, ResponseShape, new_id, output_items, text_part
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, TextDelta, ToolCallPiece
@@ -77,7 +77,7 @@ async def list_input_items(request: Request, response_id: str, limit: int = 20, 
         raise APIError(400, "limit must be 1 to 100 and order asc or desc", param="limit" if order in ("asc", "desc")
                        else "order", code="invalid_value")
     stored = await _stored(request, response_id)
-    items = [{"id": item.get("id") or f"item_{response_id}_{i}", **item} for i, item in enumerate(stored.input_items)]
+    items = [listed(item, f"item_{response_id[5:]}_{i}") for i, item in enumerate(stored.input_items)]
     if order == "desc":
         items.reverse()
     if after is not None:
@@ -86,6 +86,17 @@ async def list_input_items(request: Request, response_id: str, limit: int = 20, 
     page = items[:limit]
     return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
             "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
+
+
+def listed(item: dict, default_id: str) -> dict:
+    """An input item as the list shows it: with an id and a status, a message's text as parts."""
+    shown = {"id": item.get("id") or default_id, **item}
+    if item.get("type") in ("function_call", "function_call_output") or item.get("role") == "assistant":
+        shown.setdefault("status", "completed")
+    if isinstance(content := item.get("content"), str):
+        shown["content"] = [text_part(content) if item.get("role") == "assistant"
+                            else {"type": "input_text", "text": content}]
+    return shown
 
 
 async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]:

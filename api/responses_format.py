@@ -14,6 +14,9 @@ from pipeline.refusal import Refusal
 from pipeline.responses_request import FunctionTool, NamedFunction, ResponsesRequest
 
 
+_NULLABLE = {"error", "incomplete_details", "instructions"}  # OpenAI's schema wants these present, null or not
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
@@ -32,7 +35,7 @@ class ResponseShape:
                  incomplete: str | None = None) -> dict:
         body = self.body
         choice = body.tool_choice
-        return {
+        shape = {
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
             "background": False, "error": error,
             "incomplete_details": {"reason": incomplete} if incomplete else None,
@@ -48,9 +51,10 @@ class ResponseShape:
                        "parameters": t.parameters or {"type": "object", "properties": {}},
                        "strict": bool(t.strict)} for t in self.tools],
             "top_p": body.top_p if body.top_p is not None else 1.0, "truncation": body.truncation or "disabled",
-            "usage": usage_of(usage) if usage is not None else None,
             "user": body.user, "metadata": body.metadata or {},
+            "usage": usage_of(usage) if usage is not None else None,
         }
+        return {k: v for k, v in shape.items() if v is not None or k in _NULLABLE}
 
     def finished(self, finished: Finished, output: list[dict]) -> dict:
         length = finished.finish_reason == "length"
@@ -58,8 +62,8 @@ class ResponseShape:
                              incomplete="max_output_tokens" if length else None)
 
     def failed(self, refusal: Refusal, output: list[dict]) -> dict:
-        return self.envelope("failed", output, error={"code": refusal.code or "server_error",
-                                                      "message": refusal.message})
+        code = "rate_limit_exceeded" if refusal.status == 429 else "server_error"  # the codes OpenAI's schema allows
+        return self.envelope("failed", output, error={"code": code, "message": refusal.message})
 
 
 def output_items(finished: Finished) -> list[dict]:

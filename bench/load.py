@@ -301,6 +301,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.duration = args.duration or mode.duration_s
     args.calibration_s = args.calibration_s or mode.calibration_s
     args.levels, args.settle_s = mode.levels, mode.settle_s
+    # ours is held to the objectives it is judged by (an --ours-set given later overrides them)
+    args.ours_set = [f"scheduler.slo.tpot_s={args.slo_tpot}", f"scheduler.slo.ttft_s={args.slo_ttft}", *args.ours_set]
     return args
 
 

@@ -1,0 +1,149 @@
+"""The Responses API with real clients against a live server on the simulator (plain and harmony):
+the `openai` SDK's create, stream, retrieve, delete and input_items, a function-call loop both by
+`previous_response_id` and by passing the items back, the store per caller and across a restart,
+and every object and stream event checked against OpenAI's published schemas."""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+import httpx
+import openai
+import pytest
+
+from tests.api.test_openai_schema import check
+from tests.conftest import LiveServer, live_server
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                          "additionalProperties": False}}
+KEYS = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-00001}]"
+
+
+@pytest.fixture(scope="module", params=["plain", "harmony"])
+def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    extra = ["engine.sim.harmony=true", "engine.sim.natural_stop=true"] if request.param == "harmony" else []
+    with live_server(*extra) as live:
+        yield live
+
+
+def post(live: LiveServer, key: str | None = None, **body) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(live.url + "/v1/responses", json={"model": "sim", "max_output_tokens": 300, **body},
+                      headers=headers, timeout=30)
+
+
+def test_a_response_is_a_response_object_with_real_usage(server: LiveServer) -> None:
+    body = post(server, input="Hello there").json()
+    check(body, "Response")
+    assert body["id"].startswith("resp_") and body["status"] in ("completed", "incomplete")
+    assert body["output"][-1]["type"] == "message" and body["output"][-1]["content"][0]["text"]
+    usage = body["usage"]
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    client = server.client()
+    answer = client.responses.create(model="sim", input="Hello there", max_output_tokens=300)
+    assert answer.output_text and answer.usage.output_tokens > 0
+
+
+def test_every_stream_event_is_a_stream_event_in_order(server: LiveServer) -> None:
+    lines = post(server, input="Tell me more", stream=True).text.splitlines()
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    for event in events:
+        check(event, "ResponseStreamEvent")
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] in (
+        "response.completed", "response.incomplete")
+    assert kinds.count("response.output_item.added") == kinds.count("response.output_item.done") >= 1
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    final = events[-1]["response"]
+    assert text and final["output"][-1]["content"][0]["text"] == text
+    with server.client().responses.stream(model="sim", input="Tell me more", max_output_tokens=300) as stream:
+        seen = list(stream)
+    streamed = "".join(e.delta for e in seen if e.type == "response.output_text.delta")
+    assert streamed and streamed == seen[-1].response.output_text
+
+
+def test_a_function_call_loop_by_previous_response_id_and_by_items(server: LiveServer) -> None:
+    client = server.client()
+    raw = client.responses.with_raw_response.create(model="sim", input="What is the weather in Oslo?",
+                                                    tools=[WEATHER], max_output_tokens=300)
+    check(json.loads(raw.text), "Response")
+    first = raw.parse()
+    calls = [o for o in first.output if o.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather" and "city" in json.loads(calls[0].arguments)
+    result = {"type": "function_call_output", "call_id": calls[0].call_id, "output": "3 C and sunny"}
+    chained = client.responses.create(model="sim", previous_response_id=first.id, input=[result], tools=[WEATHER],
+                                      max_output_tokens=300)
+    assert chained.output_text and not [o for o in chained.output if o.type == "function_call"]
+    assert chained.usage.input_tokens > first.usage.input_tokens  # the history was read back
+    passed_back = [{"role": "user", "content": "What is the weather in Oslo?"},
+                   *[o.model_dump(exclude_none=True) for o in first.output], result]
+    stateless = client.responses.create(model="sim", input=passed_back, tools=[WEATHER], store=False,
+                                        max_output_tokens=300)
+    assert stateless.output_text and stateless.usage.input_tokens == chained.usage.input_tokens
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(stateless.id)  # store: false keeps nothing
+
+
+def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
+    client = server.client()
+    made = client.responses.create(model="sim", input=[{"role": "developer", "content": "Be brief."},
+                                                       {"role": "user", "content": "Hi"}], max_output_tokens=30)
+    got = client.responses.retrieve(made.id)
+    assert got.id == made.id and got.output_text == made.output_text
+    items = httpx.get(f"{server.url}/v1/responses/{made.id}/input_items", params={"order": "asc"}).json()
+    check(items, "ResponseItemList")
+    assert [i["role"] for i in items["data"]] == ["developer", "user"]
+    assert client.responses.delete(made.id) is None
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(made.id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="sim", input="again", previous_response_id=made.id)
+
+
+@pytest.mark.parametrize("field, value, param", [
+    ("background", True, "background"),
+    ("frobnicate", 1, "frobnicate"),
+    ("include", ["file_search_call.results"], "include.0"),
+    ("input", [{"type": "computer_call_output", "call_id": "x"}], "input.0.type"),
+    ("input", [{"type": "function_call_output", "output": "x"}], "input.0.call_id"),
+    ("tools", [{"type": "custom", "name": "apply"}], "tools.0.type"),
+    ("tool_choice", "required", "tool_choice"),
+])
+def test_what_is_not_honoured_is_refused_by_name(server: LiveServer, field: str, value, param: str) -> None:
+    response = post(server, **{"input": "hi", field: value})
+    assert response.status_code == 400, response.text
+    check(response.json(), "ErrorResponse")
+    assert response.json()["error"]["param"] == param
+
+
+def test_hosted_tools_are_not_shown_and_are_named_in_a_header(server: LiveServer) -> None:
+    tools = [WEATHER, {"type": "web_search"}, {"type": "namespace", "name": "codex_apps", "tools": []}]
+    response = post(server, input="What is the weather in Oslo?", tools=tools)
+    assert response.status_code == 200 and response.headers["x-unsupported-tools"] == "web_search, codex_apps"
+    assert [t["name"] for t in response.json()["tools"]] == ["get_weather"]
+
+
+def test_a_stored_response_is_its_callers_own_and_survives_a_restart(tmp_path) -> None:
+    store = [KEYS, f"responses.path={tmp_path / 'responses.sqlite3'}"]
+    with live_server(*store) as live:
+        made = post(live, "sk-alice-0001", input="Remember me").json()
+        assert httpx.get(f"{live.url}/v1/responses/{made['id']}",
+                         headers={"Authorization": "Bearer sk-bob-00001"}).status_code == 404
+        assert post(live, "sk-bob-00001", input="x", previous_response_id=made["id"]).status_code == 404
+    with live_server(*store) as live:
+        alice = {"Authorization": "Bearer sk-alice-0001"}
+        assert httpx.get(f"{live.url}/v1/responses/{made['id']}", headers=alice).json()["output"] == made["output"]
+        again = post(live, "sk-alice-0001", input="And now?", previous_response_id=made["id"]).json()
+        assert again["status"] in ("completed", "incomplete")
+        assert again["usage"]["input_tokens"] > made["usage"]["input_tokens"]
+
+
+def test_past_the_bound_the_oldest_responses_go_first(tmp_path) -> None:
+    with live_server(f"responses.path={tmp_path / 'r.sqlite3'}", "responses.max_responses=3") as live:
+        ids = [post(live, input=f"number {i}", max_output_tokens=5).json()["id"] for i in range(5)]
+        found = [httpx.get(f"{live.url}/v1/responses/{i}").status_code for i in ids]
+    assert found == [404, 404, 200, 200, 200]
