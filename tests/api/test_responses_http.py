@@ -23,8 +23,8 @@ KEYS = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-
 
 @pytest.fixture(scope="module", params=["plain", "harmony"])
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    extra = ["engine.sim.harmony=true", "engine.sim.natural_stop=true"] if request.param == "harmony" else []
-    with live_server(*extra) as live:
+    extra = ["engine.sim.harmony=true"] if request.param == "harmony" else []
+    with live_server("engine.sim.natural_stop=true", *extra) as live:
         yield live
 
 
@@ -147,3 +147,28 @@ def test_past_the_bound_the_oldest_responses_go_first(tmp_path) -> None:
         ids = [post(live, input=f"number {i}", max_output_tokens=5).json()["id"] for i in range(5)]
         found = [httpx.get(f"{live.url}/v1/responses/{i}").status_code for i in ids]
     assert found == [404, 404, 200, 200, 200]
+
+
+async def test_the_agents_sdks_default_model_runs_an_agent_with_a_function_tool(server: LiveServer) -> None:
+    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    calls: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        calls.append(city)
+        return f"3 C in {city}"
+
+    client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    agent = Agent(name="forecaster", instructions="Answer with the weather.", tools=[get_weather],
+                  model=OpenAIResponsesModel(model="sim", openai_client=client),
+                  model_settings=ModelSettings(max_tokens=1000))  # past any answer: the SDK fails an incomplete one
+    try:
+        result = await Runner.run(agent, "What is the weather in Oslo?", max_turns=4)
+    finally:
+        await client.close()
+    assert len(calls) == 1 and isinstance(calls[0], str)
+    assert isinstance(result.final_output, str) and result.final_output.strip()
