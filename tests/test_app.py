@@ -56,6 +56,7 @@ def test_flags_and_clean_ctrl_c(tmp_path):
     port = free_port()
     proc = start("--preset", "personal", "--engine", "sim", "--port", str(port),
                  "--set", "scheduler.max_concurrency=1", "--set", "engine.sim.token_latency_ms=50",
+                 "--set", "engine.sim.natural_stop=false",  # else a short answer may end before Ctrl-C
                  "--set", f"logging.file={tmp_path / 'queue.log'}", "--set", "logging.level=DEBUG")
     url = f"http://127.0.0.1:{port}"
     try:
