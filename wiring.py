@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from cache.redis_store import RedisResponseCache
 from cache.store import ResponseCache
@@ -18,6 +19,7 @@ from pipeline.rate_limit import RateLimiter
 from pipeline.shared_counts import SharedCounts
 from pipeline.shared_usage import SharedUsage
 from pipeline.usage import UsageLedger
+from responses.sealed import ReasoningSeal
 from responses.store import ResponseStore
 from scheduler.loop import Scheduler
 from settings.schema import Config
@@ -34,6 +36,7 @@ class Services:
     gpu: GpuMonitor | None = None
     alerts: AlertNotifier | None = None
     responses: ResponseStore | None = None
+    reasoning_seal: ReasoningSeal | None = None
 
 
 def build_services(config: Config) -> Services:
@@ -48,7 +51,8 @@ def build_services(config: Config) -> Services:
                             usage)
     stored = config.responses
     services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler),
-                        responses=ResponseStore(stored.path, stored.ttl_s, stored.max_responses))
+                        responses=ResponseStore(stored.path, stored.ttl_s, stored.max_responses),
+                        reasoning_seal=ReasoningSeal.from_file(Path(stored.path).with_suffix(".key")))
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)

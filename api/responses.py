@@ -23,9 +23,11 @@ from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Te
 from pipeline.params import describe
 from pipeline.responses_chat import chat_request
 from pipeline.responses_request import (
-    Item, ResponsesInputError, ResponsesRequest, check_include, input_items, parse_item, split_tools, unknown_field,
+    Item, ReasoningItem, ResponsesInputError, ResponsesRequest, TextContent, check_include, input_items, parse_item,
+    split_tools, unknown_field,
 )
 from pipeline.tool_params import ToolParamError, check_tools
+from responses.sealed import ReasoningSeal, SealError
 from responses.store import ChainBroken, ResponseStore, StoredResponse
 
 log = logging.getLogger("gpt_oss_webui.api")
@@ -38,7 +40,11 @@ async def create_response(request: Request) -> Response:
     caller = identify(request)
     check_json(request)
     body, items, shape, hosted = await _parse(request, caller)
-    chat = _chat(body, await _history(services.responses, body, caller) + items, shape)
+    seal = services.reasoning_seal
+    if "reasoning.encrypted_content" in (body.include or ()):
+        shape.seal = lambda text: seal.seal(text, caller.name)
+    history = await _history(services.responses, body, caller)
+    chat = _chat(body, _unsealed(seal, history + items, caller), shape)
     call = ChatCall(caller=caller, params=chat, hints=PriorityHints(request.headers.get("x-priority")),
                     request_id=shape.id, cache_control=request.headers.get("cache-control", ""), streamed=body.stream)
     headers = {"X-Unsupported-Tools": ", ".join(hosted)} if hosted else {}
@@ -50,7 +56,7 @@ async def create_response(request: Request) -> Response:
         return await stream_response(run, lambda first, events: _stream(first, events, shape, keep), headers)
 
     async def rendered(finished: Finished) -> dict:
-        response = shape.finished(finished, output_items(finished))
+        response = shape.finished(finished, output_items(finished, shape.seal))
         await keep(response)
         return response
 
@@ -130,6 +136,21 @@ async def _history(store: ResponseStore, body: ResponsesRequest, caller: Caller)
                        "gone (deleted, expired or evicted)", param="previous_response_id",
                        code="previous_response_not_found") from None
     return [parse_item(item, "previous_response_id") for item in stored]
+
+
+def _unsealed(seal: ReasoningSeal, items: list[Item], caller: Caller) -> list[Item]:
+    """Reasoning passed back sealed is read with the server's key; one that does not open is a 400."""
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, ReasoningItem) and item.encrypted_content:
+            try:
+                text = seal.open(item.encrypted_content, caller.name)
+            except SealError as exc:
+                raise APIError(400, str(exc), param=f"input.{i}.encrypted_content", code="invalid_encrypted_content"
+                               ) from None
+            item = ReasoningItem(type="reasoning", id=item.id, content=[TextContent(type="reasoning_text", text=text)])
+        out.append(item)
+    return out
 
 
 def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape):

@@ -7,7 +7,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pipeline.events import Finished, ReasoningDelta, TextDelta, ToolCallPiece, Usage
 from pipeline.refusal import Refusal
@@ -29,6 +29,7 @@ class ResponseShape:
     model: str
     body: ResponsesRequest
     tools: list[FunctionTool]
+    seal: Callable[[str], str] | None = None  # reasoning as encrypted_content, when the request includes it
     created_at: int = field(default_factory=lambda: int(time.time()))
 
     def envelope(self, status: str, output: list[dict], usage: Usage | None = None, error: dict | None = None,
@@ -66,20 +67,24 @@ class ResponseShape:
         return self.envelope("failed", output, error={"code": code, "message": refusal.message})
 
 
-def output_items(finished: Finished) -> list[dict]:
+def output_items(finished: Finished, seal: Callable[[str], str] | None = None) -> list[dict]:
     """The whole answer as items: reasoning, the message, then each call."""
     items = []
     if finished.reasoning:
-        items.append(reasoning_item(new_id("rs"), finished.reasoning))
+        items.append(reasoning_item(new_id("rs"), finished.reasoning, seal=seal))
     if finished.text or not finished.tool_calls:
         items.append(message_item(new_id("msg"), finished.text))
     items.extend(call_item(new_id("fc"), c.id, c.name, c.arguments) for c in finished.tool_calls)
     return items
 
 
-def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict:
-    return {"type": "reasoning", "id": item_id, "summary": [], "status": status,
+def reasoning_item(item_id: str, text: str, status: str = "completed", seal: Callable[[str], str] | None = None
+                   ) -> dict:
+    item = {"type": "reasoning", "id": item_id, "summary": [], "status": status,
             "content": [{"type": "reasoning_text", "text": text}] if status == "completed" else []}
+    if seal is not None and status == "completed":
+        item["encrypted_content"] = seal(text)
+    return item
 
 
 def message_item(item_id: str, text: str, status: str = "completed") -> dict:
@@ -183,7 +188,7 @@ class EventWriter:
             return []
         at, text, out = self._at(), self._text, []
         if item["type"] == "reasoning":
-            done = reasoning_item(item["id"], text)
+            done = reasoning_item(item["id"], text, seal=self.shape.seal)
             out += [self.event("response.reasoning_text.done", **at, content_index=0, text=text),
                     self.event("response.content_part.done", **at, content_index=0, part=done["content"][0])]
         elif item["type"] == "message":

@@ -14,7 +14,7 @@ from pipeline.tool_params import NAME_PATTERN, JsonSchema, JsonSchemaFormat
 HOSTED_TOOLS = {"web_search", "web_search_preview", "web_search_preview_2025_03_11", "file_search",
                 "code_interpreter", "image_generation", "computer_use", "computer_use_preview", "mcp",
                 "namespace", "local_shell", "shell", "apply_patch", "tool_search"}
-SUPPORTED_INCLUDE: set[str] = set()
+SUPPORTED_INCLUDE = {"reasoning.encrypted_content"}
 UNSUPPORTED = {
     "background": "background mode is not supported yet; send the request and keep the connection",
     "conversation": "conversations are not supported; continue with previous_response_id",

@@ -172,3 +172,29 @@ async def test_the_agents_sdks_default_model_runs_an_agent_with_a_function_tool(
         await client.close()
     assert len(calls) == 1 and isinstance(calls[0], str)
     assert isinstance(result.final_output, str) and result.final_output.strip()
+
+
+def test_sealed_reasoning_carries_a_stateless_turn_and_cannot_be_forged(tmp_path) -> None:
+    with live_server(KEYS, "engine.sim.harmony=true", "engine.sim.natural_stop=true",
+                     f"responses.path={tmp_path / 'r.sqlite3'}") as live:
+        first = post(live, "sk-alice-0001", input="What is the weather in Oslo?", tools=[WEATHER], store=False,
+                     include=["reasoning.encrypted_content"]).json()
+        check(first, "Response")
+        reasoning = [o for o in first["output"] if o["type"] == "reasoning"]
+        assert reasoning and reasoning[0]["encrypted_content"]
+        token = reasoning[0]["encrypted_content"]
+        assert reasoning[0]["content"][0]["text"] not in token  # not readable
+        call = next(o for o in first["output"] if o["type"] == "function_call")
+        back = [{"role": "user", "content": "What is the weather in Oslo?"},
+                {"type": "reasoning", "id": reasoning[0]["id"], "summary": [], "encrypted_content": token},
+                call, {"type": "function_call_output", "call_id": call["call_id"], "output": "3 C"}]
+        shown = [{**item, "content": reasoning[0]["content"]} if item.get("type") == "reasoning" else item
+                 for item in back]
+        sealed = post(live, "sk-alice-0001", input=back, tools=[WEATHER], store=False).json()
+        plain = post(live, "sk-alice-0001", input=shown, tools=[WEATHER], store=False).json()
+        assert sealed["usage"]["input_tokens"] == plain["usage"]["input_tokens"]  # the reasoning was read back
+        forged = [{**item, "encrypted_content": token[:-4] + "AAAA"} if item.get("type") == "reasoning" else item
+                  for item in back]
+        refused = post(live, "sk-alice-0001", input=forged, tools=[WEATHER], store=False)
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "input.1.encrypted_content"
+        assert post(live, "sk-bob-00001", input=back, tools=[WEATHER], store=False).status_code == 400
