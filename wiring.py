@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from api.responses_background import BackgroundResponses
 from cache.redis_store import RedisResponseCache
 from cache.store import ResponseCache
 from engine.base import EngineBackend
@@ -37,6 +38,7 @@ class Services:
     alerts: AlertNotifier | None = None
     responses: ResponseStore | None = None
     reasoning_seal: ReasoningSeal | None = None
+    background: BackgroundResponses = field(default_factory=BackgroundResponses)
 
 
 def build_services(config: Config) -> Services:

@@ -8,14 +8,14 @@ import time
 from typing import AsyncIterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from api.auth import identify
 from api.body import load_object, validate
 from api.chat import check_json
 from api.errors import APIError
-from api.relay import complete_response, queue_comment, stream_response, unless_client_leaves
+from api.relay import complete_response, queue_comment, run_headers, stream_response, unless_client_leaves
 from api.responses_format import EventWriter, ResponseShape, new_id, output_items, text_part
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
@@ -45,13 +45,21 @@ async def create_response(request: Request) -> Response:
         shape.seal = lambda text: seal.seal(text, caller.name)
     history = await _history(services.responses, body, caller)
     chat = _chat(body, _unsealed(seal, history + items, caller), shape)
-    call = ChatCall(caller=caller, params=chat, hints=PriorityHints(request.headers.get("x-priority")),
-                    request_id=shape.id, cache_control=request.headers.get("cache-control", ""), streamed=body.stream)
+    header = request.headers.get("x-priority")
+    if body.background and header is None and chat.priority is None:
+        chat.priority = "low"  # the batch path: the key's class if it has one, else low
+    call = ChatCall(caller=caller, params=chat, hints=PriorityHints(header), request_id=shape.id,
+                    cache_control=request.headers.get("cache-control", ""), streamed=body.stream)
     headers = {"X-Unsupported-Tools": ", ".join(hosted)} if hosted else {}
     run = await unless_client_leaves(request, services.pipeline.start(call))
     if run is None:
         return Response(status_code=499)
     keep = _Keeper(services.responses, caller, body, items)
+    if body.background:
+        queued = shape.envelope("queued", [])
+        await keep(queued)
+        services.background.start(run, shape, lambda state: services.responses.update(shape.id, caller.name, state))
+        return JSONResponse(queued, headers={**run_headers(run, 0.0), **headers})
     if body.stream:
         return await stream_response(run, lambda first, events: _stream(first, events, shape, keep), headers)
 
@@ -66,6 +74,16 @@ async def create_response(request: Request) -> Response:
 @router.get("/v1/responses/{response_id}")
 async def get_response(request: Request, response_id: str) -> dict:
     return (await _stored(request, response_id)).response
+
+
+@router.post("/v1/responses/{response_id}/cancel")
+async def cancel_response(request: Request, response_id: str) -> dict:
+    stored = await _stored(request, response_id)
+    if not stored.response.get("background"):
+        raise APIError(400, "only a background response can be cancelled", param="response_id", code="invalid_value")
+    if await request.app.state.services.background.cancel(response_id):
+        stored = await _stored(request, response_id)
+    return stored.response
 
 
 @router.delete("/v1/responses/{response_id}")
@@ -111,6 +129,9 @@ async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, li
     if (unknown := unknown_field(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
     body = validate(data, ResponsesRequest)
+    if body.background and (body.stream or not body.store):
+        raise APIError(400, "background needs store: true and no stream: poll GET /v1/responses/{id}",
+                       param="background", code="invalid_value")
     try:
         items = input_items(body)
         tools, hosted = split_tools(body)

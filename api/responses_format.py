@@ -38,7 +38,7 @@ class ResponseShape:
         choice = body.tool_choice
         shape = {
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-            "background": False, "error": error,
+            "background": body.background, "error": error,
             "incomplete_details": {"reason": incomplete} if incomplete else None,
             "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "max_tool_calls": None,
             "model": self.model, "output": output, "parallel_tool_calls": body.parallel_tool_calls is not False,

@@ -59,6 +59,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             await services.engine.stop()
             if services.cache is not None:
                 await services.cache.close()
+            await services.background.stop()
             if services.responses is not None:
                 await services.responses.close()
 

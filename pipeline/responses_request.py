@@ -16,7 +16,6 @@ HOSTED_TOOLS = {"web_search", "web_search_preview", "web_search_preview_2025_03_
                 "namespace", "local_shell", "shell", "apply_patch", "tool_search"}
 SUPPORTED_INCLUDE = {"reasoning.encrypted_content"}
 UNSUPPORTED = {
-    "background": "background mode is not supported yet; send the request and keep the connection",
     "conversation": "conversations are not supported; continue with previous_response_id",
     "prompt": "prompt templates are not supported; send input and instructions",
     "max_tool_calls": "max_tool_calls is not supported",
@@ -135,6 +134,7 @@ class ResponsesRequest(_Strict):
     previous_response_id: str | None = Field(default=None, min_length=1, max_length=128)
     include: list[str] | None = None
     stream: bool = False
+    background: bool = False
     truncation: Literal["disabled", "auto"] | None = None
     # bookkeeping that cannot change the answer
     metadata: dict[str, str] | None = None

@@ -59,6 +59,23 @@ class ResponseStore:
     async def open(self) -> None:
         self._db = await open_or_set_aside(self.path, self._setup, log, self.clock)
         await self._purge()
+        await self._fail_unfinished()
+
+    async def _fail_unfinished(self) -> None:
+        """Background responses the last process did not finish: failed, never silently lost."""
+        db = self._connected()
+        async with db.execute("SELECT id, response FROM responses WHERE json_extract(response, '$.status') "
+                              "IN ('queued', 'in_progress')") as cur:
+            rows = await cur.fetchall()
+        for response_id, text in rows:
+            response = json.loads(text)
+            response["status"] = "failed"
+            response["error"] = {"code": "server_error", "message": "the server stopped before this background "
+                                 "response finished; send it again"}
+            await db.execute("UPDATE responses SET response = ? WHERE id = ?", (json.dumps(response), response_id))
+        await db.commit()
+        if rows:
+            log.warning("%d background responses were unfinished when the server stopped; marked failed", len(rows))
 
     async def _setup(self, db: aiosqlite.Connection) -> None:
         await db.execute(_SCHEMA)
@@ -82,6 +99,13 @@ class ResponseStore:
             await self._evict(self._count - self.max_responses)
         if self.clock() - self._purged > PURGE_INTERVAL_S:
             await self._purge()
+
+    async def update(self, response_id: str, caller: str, response: dict) -> None:
+        """A background response's new state (in progress, then its outcome)."""
+        db = self._connected()
+        await db.execute("UPDATE responses SET response = ? WHERE id = ? AND caller = ?",
+                         (json.dumps(response, ensure_ascii=False), response_id, caller))
+        await db.commit()
 
     async def get(self, response_id: str, caller: str) -> StoredResponse | None:
         async with self._connected().execute(

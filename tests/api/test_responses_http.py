@@ -105,7 +105,7 @@ def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
 
 
 @pytest.mark.parametrize("field, value, param", [
-    ("background", True, "background"),
+    ("background", True, "background"),  # with stream
     ("frobnicate", 1, "frobnicate"),
     ("include", ["file_search_call.results"], "include.0"),
     ("input", [{"type": "computer_call_output", "call_id": "x"}], "input.0.type"),
@@ -114,7 +114,7 @@ def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
     ("tool_choice", "required", "tool_choice"),
 ])
 def test_what_is_not_honoured_is_refused_by_name(server: LiveServer, field: str, value, param: str) -> None:
-    response = post(server, **{"input": "hi", field: value})
+    response = post(server, **{"input": "hi", "stream": field == "background", field: value})
     assert response.status_code == 400, response.text
     check(response.json(), "ErrorResponse")
     assert response.json()["error"]["param"] == param
@@ -198,3 +198,33 @@ def test_sealed_reasoning_carries_a_stateless_turn_and_cannot_be_forged(tmp_path
         refused = post(live, "sk-alice-0001", input=forged, tools=[WEATHER], store=False)
         assert refused.status_code == 400 and refused.json()["error"]["param"] == "input.1.encrypted_content"
         assert post(live, "sk-bob-00001", input=back, tools=[WEATHER], store=False).status_code == 400
+
+
+def test_background_returns_queued_then_polls_to_completion_and_cancels(tmp_path) -> None:
+    import time
+
+    with live_server("engine.sim.token_latency_ms=20", "engine.sim.natural_stop=false",
+                     f"responses.path={tmp_path / 'r.sqlite3'}") as live:
+        client = live.client()
+        queued = client.responses.create(model="sim", input="Later, please", background=True, max_output_tokens=10)
+        assert queued.status == "queued" and queued.background
+        deadline = time.monotonic() + 20
+        while (got := client.responses.retrieve(queued.id)).status in ("queued", "in_progress"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert got.status == "incomplete" and got.output_text and got.usage.output_tokens == 10
+        long = client.responses.create(model="sim", input="A long one", background=True, max_output_tokens=2000)
+        cancelled = client.responses.cancel(long.id)
+        assert cancelled.status == "cancelled" and client.responses.retrieve(long.id).status == "cancelled"
+        assert live.wait_for(lambda s: s["running"] == 0 and s["waiting_total"] == 0)
+        with pytest.raises(openai.BadRequestError):
+            client.responses.cancel(client.responses.create(model="sim", input="x", max_output_tokens=2).id)
+
+
+def test_a_background_response_unfinished_at_a_restart_is_failed_not_lost(tmp_path) -> None:
+    store = f"responses.path={tmp_path / 'r.sqlite3'}"
+    with live_server("engine.sim.token_latency_ms=50", "engine.sim.natural_stop=false", store) as live:
+        rid = live.client().responses.create(model="sim", input="Slow", background=True, max_output_tokens=2000).id
+    with live_server(store) as live:
+        got = live.client().responses.retrieve(rid)
+    assert got.status == "failed" and "send it again" in got.error.message
