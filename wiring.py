@@ -20,8 +20,9 @@ from pipeline.rate_limit import RateLimiter
 from pipeline.shared_counts import SharedCounts
 from pipeline.shared_usage import SharedUsage
 from pipeline.usage import UsageLedger
+from responses.redis_store import RedisResponseStore, gateway_name
 from responses.sealed import ReasoningSeal
-from responses.store import ResponseStore
+from responses.store import ChainedStore, ResponseStore
 from scheduler.loop import Scheduler
 from settings.schema import Config
 
@@ -36,7 +37,7 @@ class Services:
     cache: ResponseCache | RedisResponseCache | None = None
     gpu: GpuMonitor | None = None
     alerts: AlertNotifier | None = None
-    responses: ResponseStore | None = None
+    responses: ChainedStore | None = None
     reasoning_seal: ReasoningSeal | None = None
     background: BackgroundResponses = field(default_factory=BackgroundResponses)
 
@@ -51,10 +52,9 @@ def build_services(config: Config) -> Services:
     usage = UsageLedger(shared=SharedUsage(state.redis_url, state.sync_interval_s) if state.shared_usage else None)
     pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
                             usage)
-    stored = config.responses
     services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler),
-                        responses=ResponseStore(stored.path, stored.ttl_s, stored.max_responses),
-                        reasoning_seal=ReasoningSeal.from_file(Path(stored.path).with_suffix(".key")))
+                        responses=_responses(config),
+                        reasoning_seal=ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key")))
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)
@@ -67,6 +67,14 @@ def _cache(config: Config) -> ResponseCache | RedisResponseCache | None:
     if config.cache.backend == "redis":
         return RedisResponseCache(config.cache, config.state.redis_url)
     return ResponseCache(config.cache)
+
+
+def _responses(config: Config) -> ChainedStore:
+    stored = config.responses
+    if stored.backend == "redis":
+        return RedisResponseStore(config.state.redis_url, stored.ttl_s, stored.max_responses,
+                                  gateway_name(config.server.port))
+    return ResponseStore(stored.path, stored.ttl_s, stored.max_responses)
 
 
 def _gpu_monitor(config: Config, scheduler: Scheduler) -> GpuMonitor | None:

@@ -28,7 +28,7 @@ from pipeline.responses_request import (
 )
 from pipeline.tool_params import ToolParamError, check_tools
 from responses.sealed import ReasoningSeal, SealError
-from responses.store import ChainBroken, ResponseStore, StoredResponse
+from responses.store import ChainBroken, ChainedStore, StoredResponse
 
 log = logging.getLogger("gpt_oss_webui.api")
 router = APIRouter()
@@ -144,7 +144,7 @@ async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, li
     return body, items, ResponseShape(new_id("resp"), services.engine.capabilities.model, body, tools), hosted
 
 
-async def _history(store: ResponseStore, body: ResponsesRequest, caller: Caller) -> list[Item]:
+async def _history(store: ChainedStore, body: ResponsesRequest, caller: Caller) -> list[Item]:
     if body.previous_response_id is None:
         return []
     try:
@@ -194,7 +194,7 @@ class _Keeper:
     """Stores a finished response (with `store: true`), the write committed before the client
     hears it completed."""
 
-    def __init__(self, store: ResponseStore, caller: Caller, body: ResponsesRequest, items: list[Item]) -> None:
+    def __init__(self, store: ChainedStore, caller: Caller, body: ResponsesRequest, items: list[Item]) -> None:
         self.store, self.caller, self.body = store, caller, body
         self.items = [item.model_dump(exclude_none=True, by_alias=True) for item in items]
 

@@ -16,6 +16,7 @@ from api.middleware import BodyLimitAndRequestId
 from api.responses import router as responses_router
 from api.routes import router
 from cache.redis_store import CacheUnavailable
+from responses.redis_store import StoreUnavailable
 from monitor.metrics import Metrics
 from pipeline.params import ChatCompletionRequest
 from wiring import Services
@@ -37,7 +38,12 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
                 if on_engine_failure is not None:
                     on_engine_failure(exc)
         if services.responses is not None:
-            await services.responses.open()
+            try:
+                await services.responses.open()
+            except StoreUnavailable as exc:
+                log.error("%s", exc)
+                if on_engine_failure is not None:
+                    on_engine_failure(exc)
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]

@@ -49,7 +49,43 @@ class ChainBroken(LookupError):
     """A response in the chain is gone (deleted, expired or evicted)."""
 
 
-class ResponseStore:
+UNFINISHED = ("queued", "in_progress")
+
+
+def failed_by_a_stop(response: dict) -> dict:
+    return {**response, "status": "failed", "error": {
+        "code": "server_error", "message": "the server stopped before this background response finished; send it again"}}
+
+
+class ChainedStore:
+    """What both stores (SQLite, Redis) offer; a chain is read back through `get`."""
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def put(self, stored: StoredResponse) -> None: ...
+    async def update(self, response_id: str, caller: str, response: dict) -> None: ...
+    async def delete(self, response_id: str, caller: str) -> bool: ...
+
+    async def get(self, response_id: str, caller: str) -> StoredResponse | None:
+        raise NotImplementedError
+
+    async def history(self, response_id: str, caller: str) -> list[dict]:
+        """Every item of the chain ending in `response_id`, oldest first: each response's input
+        items, then its output."""
+        chain: list[StoredResponse] = []
+        next_id: str | None = response_id
+        while next_id is not None and len(chain) < MAX_CHAIN:
+            stored = await self.get(next_id, caller)
+            if stored is None:
+                if not chain:
+                    raise KeyError(response_id)
+                raise ChainBroken(next_id)
+            chain.append(stored)
+            next_id = stored.previous_id
+        return [item for stored in reversed(chain) for item in (*stored.input_items, *stored.response["output"])]
+
+
+class ResponseStore(ChainedStore):
     def __init__(self, path: str, ttl_s: float, max_responses: int, clock: Callable[[], float] = time.time) -> None:
         self.path, self.ttl_s, self.max_responses, self.clock = Path(path), ttl_s, max_responses, clock
         self._db: aiosqlite.Connection | None = None
@@ -68,11 +104,8 @@ class ResponseStore:
                               "IN ('queued', 'in_progress')") as cur:
             rows = await cur.fetchall()
         for response_id, text in rows:
-            response = json.loads(text)
-            response["status"] = "failed"
-            response["error"] = {"code": "server_error", "message": "the server stopped before this background "
-                                 "response finished; send it again"}
-            await db.execute("UPDATE responses SET response = ? WHERE id = ?", (json.dumps(response), response_id))
+            await db.execute("UPDATE responses SET response = ? WHERE id = ?",
+                             (json.dumps(failed_by_a_stop(json.loads(text))), response_id))
         await db.commit()
         if rows:
             log.warning("%d background responses were unfinished when the server stopped; marked failed", len(rows))
@@ -122,21 +155,6 @@ class ResponseStore:
         await db.commit()
         self._count -= cur.rowcount
         return cur.rowcount > 0
-
-    async def history(self, response_id: str, caller: str) -> list[dict]:
-        """Every item of the chain ending in `response_id`, oldest first: each response's input
-        items, then its output."""
-        chain: list[StoredResponse] = []
-        next_id: str | None = response_id
-        while next_id is not None and len(chain) < MAX_CHAIN:
-            stored = await self.get(next_id, caller)
-            if stored is None:
-                if not chain:
-                    raise KeyError(response_id)
-                raise ChainBroken(next_id)
-            chain.append(stored)
-            next_id = stored.previous_id
-        return [item for stored in reversed(chain) for item in (*stored.input_items, *stored.response["output"])]
 
     async def _purge(self) -> None:
         db, self._purged = self._connected(), self.clock()

@@ -244,9 +244,11 @@ class CacheConfig(Section):
 
 class ResponsesConfig(Section):
     """Stored responses of the Responses API (`store: true`, OpenAI's default), for
-    `previous_response_id` and `GET /v1/responses/{id}`: one SQLite file, per caller."""
+    `previous_response_id` and `GET /v1/responses/{id}`, per caller: one SQLite file, or Redis at
+    `state.redis_url` so every gateway reads the same chains."""
 
-    path: str = "data/responses.sqlite3"
+    backend: Literal["sqlite", "redis"] = "sqlite"
+    path: str = "data/responses.sqlite3"  # sqlite; the key that seals reasoning sits beside it either way
     ttl_s: float = Field(2_592_000.0, ge=1.0)  # 30 days, as OpenAI keeps them
     max_responses: int = Field(100_000, ge=1)  # past it, the oldest go first
 

@@ -1,0 +1,105 @@
+"""Stored responses on Redis (`responses.backend: redis`, at `state.redis_url`), so a chain made
+through one gateway continues through another behind the same load balancer. Each response is
+one key that expires with `ttl_s`; a sorted set by age keeps the count under `max_responses`,
+oldest first. A write is acknowledged by Redis before the client hears the response completed;
+what Redis keeps across its own restarts is its persistence setting (AOF, RDB). A Redis that
+stops answering is a 503, never a response silently not stored."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any, Callable
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from pipeline.refusal import Refusal
+from responses.store import UNFINISHED, ChainedStore, StoredResponse, failed_by_a_stop
+
+PREFIX = "gptoss:response:"
+BY_AGE = "gptoss:responses:by-age"
+
+
+class StoreUnavailable(RuntimeError):
+    """The shared store cannot be reached at start: a configuration error, not a slow day."""
+
+
+class RedisResponseStore(ChainedStore):
+    def __init__(self, url: str, ttl_s: float, max_responses: int, owner: str,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.url, self.ttl_s, self.max_responses, self.clock = url, ttl_s, max_responses, clock
+        self.owner = owner  # this gateway: the one whose background responses it fails after a restart
+        self._redis: Redis | None = None
+
+    async def open(self) -> None:
+        self._redis = Redis.from_url(self.url)
+        try:
+            await self._redis.ping()
+            await self._fail_unfinished()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(f"state.redis_url {self.url}: Redis does not answer ({exc})") from None
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+
+    async def put(self, stored: StoredResponse) -> None:
+        entry = {"caller": stored.caller, "created": stored.created, "previous_id": stored.previous_id,
+                 "response": stored.response, "input_items": stored.input_items, "owner": self.owner}
+        now = self.clock()
+        async with self._redis.pipeline(transaction=True) as tx:
+            tx.set(PREFIX + stored.id, json.dumps(entry, ensure_ascii=False), px=int(self.ttl_s * 1000))
+            tx.zadd(BY_AGE, {stored.id: stored.created})
+            tx.zremrangebyscore(BY_AGE, "-inf", now - self.ttl_s)
+            tx.zcard(BY_AGE)
+            count = (await self._run(tx.execute()))[-1]
+        if count > self.max_responses:
+            oldest = await self._run(self._redis.zpopmin(BY_AGE, count - self.max_responses))
+            await self._run(self._redis.delete(*(PREFIX + rid.decode() for rid, _ in oldest)))
+
+    async def update(self, response_id: str, caller: str, response: dict) -> None:
+        entry = await self._entry(response_id, caller)
+        if entry is not None:
+            entry["response"] = response
+            await self._run(self._redis.set(PREFIX + response_id, json.dumps(entry, ensure_ascii=False),
+                                            keepttl=True))
+
+    async def get(self, response_id: str, caller: str) -> StoredResponse | None:
+        entry = await self._entry(response_id, caller)
+        if entry is None:
+            return None
+        return StoredResponse(response_id, caller, entry["created"], entry["previous_id"], entry["response"],
+                              entry["input_items"])
+
+    async def delete(self, response_id: str, caller: str) -> bool:
+        if await self._entry(response_id, caller) is None:
+            return False
+        await self._run(self._redis.delete(PREFIX + response_id))
+        await self._run(self._redis.zrem(BY_AGE, response_id))
+        return True
+
+    async def _entry(self, response_id: str, caller: str) -> dict | None:
+        raw = await self._run(self._redis.get(PREFIX + response_id))
+        entry = json.loads(raw) if raw else None
+        return entry if entry is not None and entry["caller"] == caller else None
+
+    async def _fail_unfinished(self) -> None:
+        """This gateway's background responses that its last process did not finish."""
+        async for key in self._redis.scan_iter(match=PREFIX + "*", count=500):
+            entry = json.loads(await self._redis.get(key) or "null")
+            if entry and entry.get("owner") == self.owner and entry["response"].get("status") in UNFINISHED:
+                entry["response"] = failed_by_a_stop(entry["response"])
+                await self._redis.set(key, json.dumps(entry, ensure_ascii=False), keepttl=True)
+
+    async def _run(self, command: Any) -> Any:
+        try:
+            return await command
+        except (RedisError, OSError) as exc:
+            raise Refusal(503, f"the response store (Redis) does not answer: {exc}", code="store_unavailable",
+                          retry_after_s=1) from None
+
+
+def gateway_name(port: int) -> str:
+    return f"{socket.gethostname()}:{port}"

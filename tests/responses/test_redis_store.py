@@ -1,0 +1,49 @@
+"""Stored responses on a real Redis, shared by two gateways (two real servers of ours on the
+simulator): a chain started through one continues through the other, each caller's own, bounded."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import httpx
+
+from responses.redis_store import RedisResponseStore
+from responses.store import StoredResponse
+from tests.conftest import live_server
+
+KEYS = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-00001}]"
+
+
+def post(url: str, key: str, **body) -> httpx.Response:
+    return httpx.post(url + "/v1/responses", json={"model": "sim", "max_output_tokens": 20, **body},
+                      headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+def test_a_chain_started_on_one_gateway_continues_on_the_other(redis_url: str, tmp_path) -> None:
+    settings = (KEYS, "responses.backend=redis", f"state.redis_url={redis_url}",
+                f"responses.path={tmp_path / 'r.sqlite3'}")  # the seal's key file, shared by both
+    with live_server(*settings) as a, live_server(*settings) as b:
+        first = post(a.url, "sk-alice-0001", input="Start here").json()
+        alice = {"Authorization": "Bearer sk-alice-0001"}
+        assert httpx.get(f"{b.url}/v1/responses/{first['id']}", headers=alice).json()["output"] == first["output"]
+        second = post(b.url, "sk-alice-0001", input="Go on", previous_response_id=first["id"]).json()
+        assert second["usage"]["input_tokens"] > first["usage"]["input_tokens"]
+        assert post(b.url, "sk-bob-00001", input="x", previous_response_id=first["id"]).status_code == 404
+        assert httpx.delete(f"{a.url}/v1/responses/{second['id']}", headers=alice).json()["deleted"] is True
+        assert httpx.get(f"{b.url}/v1/responses/{second['id']}", headers=alice).status_code == 404
+
+
+async def test_past_the_bound_the_oldest_go_first_on_redis(redis_url: str) -> None:
+    store = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test")
+    await store.open()
+    tag, now = uuid.uuid4().hex[:8], time.time()
+    try:
+        for i in range(3):
+            await store.put(StoredResponse(f"{tag}-{i}", "alice", now - 30 + i, None, {"output": []}, []))
+        store.max_responses = await store._redis.zcard("gptoss:responses:by-age") - 1
+        await store.put(StoredResponse(f"{tag}-3", "alice", now, None, {"output": []}, []))
+        assert await store.get(f"{tag}-0", "alice") is None  # the oldest of the whole store went first
+        assert await store.get(f"{tag}-3", "alice") is not None and await store.get(f"{tag}-3", "bob") is None
+    finally:
+        await store.close()
