@@ -16,7 +16,7 @@ from api.body import load_object, validate
 from api.chat import check_json
 from api.errors import APIError
 from api.relay import complete_response, queue_comment, run_headers, stream_response, unless_client_leaves
-from api.responses_format import EventWriter, ResponseShape, new_id, output_items, text_part
+from api.responses_format import EventWriter, ResponseShape, new_id, text_part
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, TextDelta, ToolCallPiece
@@ -64,7 +64,7 @@ async def create_response(request: Request) -> Response:
         return await stream_response(run, lambda first, events: _stream(first, events, shape, keep), headers)
 
     async def rendered(finished: Finished) -> dict:
-        response = shape.finished(finished, output_items(finished, shape.seal))
+        response = shape.finished(finished, shape.output_items(finished))
         await keep(response)
         return response
 
@@ -134,14 +134,14 @@ async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, li
                        param="background", code="invalid_value")
     try:
         items = input_items(body)
-        tools, hosted = split_tools(body)
+        tools, custom, hosted = split_tools(body)
         check_include(body)
     except ResponsesInputError as exc:
         raise APIError(400, str(exc), param=exc.param, code=exc.code) from None
     if hosted:
         log.info("responses: tools this server cannot run were not shown to the model: caller=%s tools=%s",
                  caller.name, ",".join(hosted))
-    return body, items, ResponseShape(new_id("resp"), services.engine.capabilities.model, body, tools), hosted
+    return body, items, ResponseShape(new_id("resp"), services.engine.capabilities.model, body, tools, custom), hosted
 
 
 async def _history(store: ChainedStore, body: ResponsesRequest, caller: Caller) -> list[Item]:
@@ -176,7 +176,7 @@ def _unsealed(seal: ReasoningSeal, items: list[Item], caller: Caller) -> list[It
 
 def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape):
     try:
-        chat = chat_request(body, items, shape.tools)
+        chat = chat_request(body, items, [*shape.tools, *(t.as_function() for t in shape.custom)])
     except ValidationError as exc:
         param, message = describe(exc)
         raise APIError(400, message, param=param, code="invalid_value") from None
@@ -184,7 +184,7 @@ def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape):
         check_tools(chat.tools, chat.tool_choice)
     except ToolParamError as exc:
         raise APIError(400, str(exc), param=exc.param, code="invalid_value") from None
-    if body.tool_choice not in (None, "none", "auto") and not shape.tools:
+    if body.tool_choice not in (None, "none", "auto") and not (shape.tools or shape.custom):
         raise APIError(400, "tool_choice asks for a call, but there are no function tools", param="tool_choice",
                        code="invalid_value")
     return chat

@@ -9,7 +9,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable
 
-from api.responses_format import ResponseShape, output_items
+from api.responses_format import ResponseShape
 from pipeline.chat import ChatRun
 from pipeline.events import Finished, Refused, Started
 from pipeline.refusal import Refusal
@@ -49,7 +49,7 @@ class BackgroundResponses:
                 if isinstance(event, Started):
                     await save(shape.envelope("in_progress", []))
                 elif isinstance(event, Finished):
-                    await save(shape.finished(event, output_items(event, shape.seal)))
+                    await save(shape.finished(event, shape.output_items(event)))
                     return
                 elif isinstance(event, Refused):
                     await save(shape.failed(event.refusal, []))

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from pipeline.events import Finished, ReasoningDelta, TextDelta, ToolCallPiece, Usage
 from pipeline.refusal import Refusal
-from pipeline.responses_request import FunctionTool, NamedFunction, ResponsesRequest
+from pipeline.responses_request import CustomTool, FunctionTool, NamedFunction, ResponsesRequest
 
 
 _NULLABLE = {"error", "incomplete_details", "instructions"}  # OpenAI's schema wants these present, null or not
@@ -29,6 +29,7 @@ class ResponseShape:
     model: str
     body: ResponsesRequest
     tools: list[FunctionTool]
+    custom: list[CustomTool] = field(default_factory=list)
     seal: Callable[[str], str] | None = None  # reasoning as encrypted_content, when the request includes it
     created_at: int = field(default_factory=lambda: int(time.time()))
 
@@ -50,7 +51,9 @@ class ResponseShape:
             "tool_choice": choice.model_dump() if isinstance(choice, NamedFunction) else choice or "auto",
             "tools": [{"type": "function", "name": t.name, "description": t.description,
                        "parameters": t.parameters or {"type": "object", "properties": {}},
-                       "strict": bool(t.strict)} for t in self.tools],
+                       "strict": bool(t.strict)} for t in self.tools]
+            + [{"type": "custom", "name": t.name, **({"description": t.description} if t.description else {}),
+                "format": {"type": "text"}} for t in self.custom],
             "top_p": body.top_p if body.top_p is not None else 1.0, "truncation": body.truncation or "disabled",
             "user": body.user, "metadata": body.metadata or {},
             "usage": usage_of(usage) if usage is not None else None,
@@ -67,15 +70,21 @@ class ResponseShape:
         return self.envelope("failed", output, error={"code": code, "message": refusal.message})
 
 
-def output_items(finished: Finished, seal: Callable[[str], str] | None = None) -> list[dict]:
-    """The whole answer as items: reasoning, the message, then each call."""
-    items = []
-    if finished.reasoning:
-        items.append(reasoning_item(new_id("rs"), finished.reasoning, seal=seal))
-    if finished.text or not finished.tool_calls:
-        items.append(message_item(new_id("msg"), finished.text))
-    items.extend(call_item(new_id("fc"), c.id, c.name, c.arguments) for c in finished.tool_calls)
-    return items
+    def is_custom(self, name: str | None) -> bool:
+        return any(t.name == name for t in self.custom)
+
+    def output_items(self, finished: Finished) -> list[dict]:
+        """The whole answer as items: reasoning, the message, then each call."""
+        items = []
+        if finished.reasoning:
+            items.append(reasoning_item(new_id("rs"), finished.reasoning, seal=self.seal))
+        if finished.text or not finished.tool_calls:
+            items.append(message_item(new_id("msg"), finished.text))
+        for c in finished.tool_calls:
+            custom = self.is_custom(c.name)
+            items.append((custom_call_item if custom else call_item)(new_id("ctc" if custom else "fc"), c.id, c.name,
+                                                                     c.arguments))
+        return items
 
 
 def reasoning_item(item_id: str, text: str, status: str = "completed", seal: Callable[[str], str] | None = None
@@ -99,6 +108,16 @@ def text_part(text: str) -> dict:
 def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
     return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
             "status": status}
+
+
+def custom_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
+    """The engine wrote `{"input": text}`; the client gets the text (or what was written, if not that)."""
+    try:
+        text = json.loads(arguments)["input"] if arguments else ""
+    except (ValueError, KeyError, TypeError):
+        text = arguments
+    return {"type": "custom_tool_call", "id": item_id, "call_id": call_id, "name": name,
+            "input": text if isinstance(text, str) else arguments, "status": status}
 
 
 def usage_of(usage: Usage) -> dict:
@@ -144,7 +163,10 @@ class EventWriter:
             out.append(self.event("response.output_text.delta", **self._at(), content_index=0, delta=event.text,
                                   logprobs=[]))
         elif event.id is not None:
-            out += self._close() + self._start(call_item(new_id("fc"), event.id, event.name or "", "", "in_progress"))
+            custom = self.shape.is_custom(event.name)
+            item = (custom_call_item if custom else call_item)(new_id("ctc" if custom else "fc"), event.id,
+                                                                event.name or "", "", "in_progress")
+            out += self._close() + self._start(item)
             if event.arguments:
                 out += self._arguments(event.arguments)
         else:
@@ -179,7 +201,10 @@ class EventWriter:
         return out
 
     def _arguments(self, text: str) -> list[str]:
+        """A custom tool's input is sent whole when its call closes: it is read out of the JSON."""
         self._text += text
+        if self._kind() == "custom_tool_call":
+            return []
         return [self.event("response.function_call_arguments.delta", **self._at(), delta=text)]
 
     def _close(self) -> list[str]:
@@ -195,6 +220,10 @@ class EventWriter:
             done = message_item(item["id"], text)
             out += [self.event("response.output_text.done", **at, content_index=0, text=text, logprobs=[]),
                     self.event("response.content_part.done", **at, content_index=0, part=done["content"][0])]
+        elif item["type"] == "custom_tool_call":
+            done = custom_call_item(item["id"], item["call_id"], item["name"], text)
+            out += [self.event("response.custom_tool_call_input.delta", **at, delta=done["input"]),
+                    self.event("response.custom_tool_call_input.done", **at, input=done["input"])]
         else:
             done = call_item(item["id"], item["call_id"], item["name"], text)
             out.append(self.event("response.function_call_arguments.done", **at, name=item["name"], arguments=text))

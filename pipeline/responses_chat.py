@@ -4,12 +4,13 @@ both APIs, so the door, fair share, limits, usage and the cache treat them alike
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pipeline.params import ChatCompletionRequest
 from pipeline.responses_request import (
-    FunctionCallItem, FunctionCallOutputItem, FunctionTool, Item, MessageItem, NamedFunction, ReasoningItem,
-    ResponsesRequest, json_schema_format,
+    CustomCallItem, CustomCallOutputItem, FunctionCallItem, FunctionCallOutputItem, FunctionTool, Item, MessageItem,
+    NamedFunction, ReasoningItem, ResponsesRequest, json_schema_format,
 )
 
 
@@ -31,7 +32,8 @@ def chat_request(body: ResponsesRequest, items: list[Item], tools: list[Function
 
 
 def chat_messages(instructions: str | None, items: list[Item]) -> list[dict]:
-    """Reasoning goes on the assistant turn that follows it; consecutive calls are one turn."""
+    """Reasoning goes on the assistant turn that follows it; consecutive calls are one turn. A
+    custom tool's call is a function call with its text as the one argument, `input`."""
     messages: list[dict] = [{"role": "developer", "content": instructions}] if instructions else []
     thinking = ""
     for item in items:
@@ -42,15 +44,16 @@ def chat_messages(instructions: str | None, items: list[Item]) -> list[dict]:
             thinking = ""
         elif isinstance(item, MessageItem):
             messages.append({"role": item.role, "content": item.text})
-        elif isinstance(item, FunctionCallItem):
-            call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+        elif isinstance(item, (FunctionCallItem, CustomCallItem)):
+            arguments = item.arguments if isinstance(item, FunctionCallItem) else json.dumps({"input": item.input})
+            call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": arguments}}
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant" and "tool_calls" in last and not thinking:
                 last["tool_calls"].append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call], **_reasoning(thinking)})
             thinking = ""
-        elif isinstance(item, FunctionCallOutputItem):
+        elif isinstance(item, (FunctionCallOutputItem, CustomCallOutputItem)):
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text})
     return messages
 

@@ -81,9 +81,31 @@ class ReasoningItem(_Strict):
         return "".join(p.text for p in self.content or self.summary)
 
 
-Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem
+class CustomCallItem(_Strict):
+    type: Literal["custom_tool_call"]
+    call_id: str = Field(min_length=1, max_length=256)
+    name: str = Field(min_length=1, max_length=64)
+    input: str
+    id: str | None = None
+    status: str | None = None
+
+
+class CustomCallOutputItem(_Strict):
+    type: Literal["custom_tool_call_output"]
+    call_id: str = Field(min_length=1, max_length=256)
+    output: str | list[TextContent]
+    id: str | None = None
+    status: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+
+
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | CustomCallItem | CustomCallOutputItem
 ITEMS: dict[str, type[Item]] = {"message": MessageItem, "function_call": FunctionCallItem,
-                                "function_call_output": FunctionCallOutputItem, "reasoning": ReasoningItem}
+                                "function_call_output": FunctionCallOutputItem, "reasoning": ReasoningItem,
+                                "custom_tool_call": CustomCallItem, "custom_tool_call_output": CustomCallOutputItem}
 
 
 class FunctionTool(_Strict):
@@ -92,6 +114,25 @@ class FunctionTool(_Strict):
     description: str | None = None
     parameters: JsonSchema = None
     strict: bool | None = None
+
+
+class TextOnly(_Strict):
+    type: Literal["text"]
+
+
+class CustomTool(_Strict):
+    """A free-form tool: the model writes its input as plain text (asked of the engine as one
+    string argument, `input`). Grammar formats are not honoured, so they are refused."""
+
+    type: Literal["custom"]
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = None
+    format: TextOnly | None = None
+
+    def as_function(self) -> FunctionTool:
+        return FunctionTool(type="function", name=self.name, description=self.description, strict=True,
+                            parameters={"type": "object", "properties": {"input": {"type": "string"}},
+                                        "required": ["input"], "additionalProperties": False})
 
 
 class NamedFunction(_Strict):
@@ -183,24 +224,25 @@ def parse_item(raw: dict[str, Any], where: str) -> Item:
         raise ResponsesInputError(f"{where}.{param}", message.replace(repr(param), repr(f"{where}.{param}"))) from None
 
 
-def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[str]]:
-    """The function tools the model is shown, and the hosted kinds it is not (named back to the
-    client in a header: clients such as Codex always send some)."""
-    functions, hosted = [], []
+def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[CustomTool], list[str]]:
+    """The function and custom tools the model is shown, and the hosted kinds it is not (named back
+    to the client in a header: clients such as Codex always send some)."""
+    functions, custom, hosted = [], [], []
     for i, raw in enumerate(body.tools or ()):
         kind = raw.get("type")
         if kind in HOSTED_TOOLS:
             hosted.append(str(raw.get("name") or kind))
             continue
-        if kind != "function":
+        model = {"function": FunctionTool, "custom": CustomTool}.get(kind)
+        if model is None:
             raise ResponsesInputError(f"tools.{i}.type", f"tools of type {kind!r} are not supported; send function "
-                                      f"tools", "unsupported_parameter")
+                                      f"or custom tools", "unsupported_parameter")
         try:
-            functions.append(FunctionTool.model_validate(raw))
+            (functions if kind == "function" else custom).append(model.model_validate(raw))
         except ValidationError as exc:
             param, message = describe(exc)
             raise ResponsesInputError(f"tools.{i}.{param}", message) from None
-    return functions, hosted
+    return functions, custom, hosted
 
 
 def check_include(body: ResponsesRequest) -> None:

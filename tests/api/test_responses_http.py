@@ -110,7 +110,9 @@ def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
     ("include", ["file_search_call.results"], "include.0"),
     ("input", [{"type": "computer_call_output", "call_id": "x"}], "input.0.type"),
     ("input", [{"type": "function_call_output", "output": "x"}], "input.0.call_id"),
-    ("tools", [{"type": "custom", "name": "apply"}], "tools.0.type"),
+    ("tools", [{"type": "frob", "name": "apply"}], "tools.0.type"),
+    ("tools", [{"type": "custom", "name": "apply", "format": {"type": "grammar", "syntax": "lark", "definition": "x"}}],
+     "tools.0.format.type"),
     ("tool_choice", "required", "tool_choice"),
 ])
 def test_what_is_not_honoured_is_refused_by_name(server: LiveServer, field: str, value, param: str) -> None:
@@ -228,3 +230,21 @@ def test_a_background_response_unfinished_at_a_restart_is_failed_not_lost(tmp_pa
     with live_server(store) as live:
         got = live.client().responses.retrieve(rid)
     assert got.status == "failed" and "send it again" in got.error.message
+
+
+def test_a_custom_tool_is_called_with_free_text_streamed_too(server: LiveServer) -> None:
+    patch = {"type": "custom", "name": "apply_patch", "description": "Apply a patch to the files"}
+    body = post(server, input="Fix the typo", tools=[patch]).json()
+    check(body, "Response")
+    call = next(o for o in body["output"] if o["type"] == "custom_tool_call")
+    assert call["name"] == "apply_patch" and isinstance(call["input"], str) and call["call_id"]
+    result = {"type": "custom_tool_call_output", "call_id": call["call_id"], "output": "patched"}
+    after = post(server, input=[result], previous_response_id=body["id"], tools=[patch]).json()
+    assert after["output"][-1]["type"] == "message" and after["output"][-1]["content"][0]["text"]
+    lines = post(server, input="Fix the typo", tools=[patch], stream=True).text.splitlines()
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    for event in events:
+        check(event, "ResponseStreamEvent")
+    done = next(e for e in events if e["type"] == "response.custom_tool_call_input.done")
+    final = next(o for o in events[-1]["response"]["output"] if o["type"] == "custom_tool_call")
+    assert done["input"] == final["input"] and not any(e["type"].startswith("response.function_call") for e in events)
