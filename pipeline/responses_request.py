@@ -56,8 +56,7 @@ class FunctionCallItem(_Strict):
     status: str | None = None
 
 
-class FunctionCallOutputItem(_Strict):
-    type: Literal["function_call_output"]
+class _CallOutput(_Strict):
     call_id: str = Field(min_length=1, max_length=256)
     output: str | list[TextContent]
     id: str | None = None
@@ -66,6 +65,10 @@ class FunctionCallOutputItem(_Strict):
     @property
     def text(self) -> str:
         return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+
+
+class FunctionCallOutputItem(_CallOutput):
+    type: Literal["function_call_output"]
 
 
 class ReasoningItem(_Strict):
@@ -90,16 +93,8 @@ class CustomCallItem(_Strict):
     status: str | None = None
 
 
-class CustomCallOutputItem(_Strict):
+class CustomCallOutputItem(_CallOutput):
     type: Literal["custom_tool_call_output"]
-    call_id: str = Field(min_length=1, max_length=256)
-    output: str | list[TextContent]
-    id: str | None = None
-    status: str | None = None
-
-    @property
-    def text(self) -> str:
-        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
 
 
 Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | CustomCallItem | CustomCallOutputItem

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from tests.api.test_openai_schema import check
+from tests.api.test_tool_clients import run_weather_agent
 from tests.conftest import LiveServer, live_server
 
 WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
@@ -152,26 +153,8 @@ def test_past_the_bound_the_oldest_responses_go_first(tmp_path) -> None:
 
 
 async def test_the_agents_sdks_default_model_runs_an_agent_with_a_function_tool(server: LiveServer) -> None:
-    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
-    from openai import AsyncOpenAI
-
-    set_tracing_disabled(True)
-    calls: list[str] = []
-
-    @function_tool
-    def get_weather(city: str) -> str:
-        """The weather in a city."""
-        calls.append(city)
-        return f"3 C in {city}"
-
-    client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
-    agent = Agent(name="forecaster", instructions="Answer with the weather.", tools=[get_weather],
-                  model=OpenAIResponsesModel(model="sim", openai_client=client),
-                  model_settings=ModelSettings(max_tokens=1000))  # past any answer: the SDK fails an incomplete one
-    try:
-        result = await Runner.run(agent, "What is the weather in Oslo?", max_turns=4)
-    finally:
-        await client.close()
+    # past any answer's natural end: the SDK fails an incomplete response
+    calls, result = await run_weather_agent(server.base_url, "OpenAIResponsesModel", 1000)
     assert len(calls) == 1 and isinstance(calls[0], str)
     assert isinstance(result.final_output, str) and result.final_output.strip()
 

@@ -160,8 +160,11 @@ def test_langchain_with_structured_output(server: LiveServer, method: str) -> No
 # ----------------------------------------------------------------------------- the OpenAI Agents SDK
 
 
-async def test_agents_sdk_runs_an_agent_that_calls_a_tool_then_answers(server: LiveServer) -> None:
-    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+async def run_weather_agent(base_url: str, model_class: str, max_tokens: int) -> tuple[list[str], object]:
+    """An agent with one function tool, on the Agents SDK model `model_class`: the calls it made
+    and the run's result."""
+    import agents
+    from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
@@ -173,13 +176,17 @@ async def test_agents_sdk_runs_an_agent_that_calls_a_tool_then_answers(server: L
         calls.append(city)
         return f"3 C in {city}"
 
-    client = AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    client = AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
     agent = Agent(name="forecaster", instructions="Answer with the weather.", tools=[get_weather],
-                  model=OpenAIChatCompletionsModel(model="sim", openai_client=client),
-                  model_settings=ModelSettings(max_tokens=TEXT_TOKENS))
+                  model=getattr(agents, model_class)(model="sim", openai_client=client),
+                  model_settings=ModelSettings(max_tokens=max_tokens))
     try:
-        result = await Runner.run(agent, "What is the weather in Oslo?", max_turns=4)
+        return calls, await Runner.run(agent, "What is the weather in Oslo?", max_turns=4)
     finally:
         await client.close()
+
+
+async def test_agents_sdk_runs_an_agent_that_calls_a_tool_then_answers(server: LiveServer) -> None:
+    calls, result = await run_weather_agent(server.base_url, "OpenAIChatCompletionsModel", TEXT_TOKENS)
     assert len(calls) == 1 and isinstance(calls[0], str)
     assert isinstance(result.final_output, str) and result.final_output.strip()
