@@ -129,6 +129,8 @@ async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, li
     if (unknown := unknown_field(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
     body = validate(data, ResponsesRequest)
+    if body.input == [] or body.input == "":
+        raise APIError(400, "input must not be empty", param="input", code="invalid_value")
     if body.background and (body.stream or not body.store):
         raise APIError(400, "background needs store: true and no stream: poll GET /v1/responses/{id}",
                        param="background", code="invalid_value")

@@ -108,6 +108,7 @@ def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
 @pytest.mark.parametrize("field, value, param", [
     ("background", True, "background"),  # with stream
     ("frobnicate", 1, "frobnicate"),
+    ("input", [], "input"),
     ("include", ["file_search_call.results"], "include.0"),
     ("input", [{"type": "computer_call_output", "call_id": "x"}], "input.0.type"),
     ("input", [{"type": "function_call_output", "output": "x"}], "input.0.call_id"),
