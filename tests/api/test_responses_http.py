@@ -98,6 +98,8 @@ def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
     items = httpx.get(f"{server.url}/v1/responses/{made.id}/input_items", params={"order": "asc"}).json()
     check(items, "ResponseItemList")
     assert [i["role"] for i in items["data"]] == ["developer", "user"]
+    listed = client.responses.input_items.list(made.id, order="desc", limit=1)
+    assert [i.role for i in listed.data] == ["user"] and listed.has_more
     assert client.responses.delete(made.id) is None
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(made.id)
