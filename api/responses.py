@@ -16,7 +16,7 @@ from api.body import load_object, validate
 from api.chat import check_json
 from api.errors import APIError
 from api.relay import complete_response, queue_comment, run_headers, stream_response, unless_client_leaves
-from api.responses_format import EventWriter, ResponseShape, new_id, text_part
+from api.responses_format import EventWriter, ResponseShape, listed, new_id
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, TextDelta, ToolCallPiece
@@ -45,10 +45,8 @@ async def create_response(request: Request) -> Response:
         shape.seal = lambda text: seal.seal(text, caller.name)
     history = await _history(services.responses, body, caller)
     chat = _chat(body, _unsealed(seal, history + items, caller), shape)
-    header = request.headers.get("x-priority")
-    if body.background and header is None and chat.priority is None:
-        chat.priority = "low"  # the batch path: the key's class if it has one, else low
-    call = ChatCall(caller=caller, params=chat, hints=PriorityHints(header), request_id=shape.id,
+    hints = PriorityHints(request.headers.get("x-priority"), background=body.background)
+    call = ChatCall(caller=caller, params=chat, hints=hints, request_id=shape.id,
                     cache_control=request.headers.get("cache-control", ""), streamed=body.stream)
     headers = {"X-Unsupported-Tools": ", ".join(hosted)} if hosted else {}
     run = await unless_client_leaves(request, services.pipeline.start(call))
@@ -110,17 +108,6 @@ async def list_input_items(request: Request, response_id: str, limit: int = 20, 
     page = items[:limit]
     return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
             "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
-
-
-def listed(item: dict, default_id: str) -> dict:
-    """An input item as the list shows it: with an id and a status, a message's text as parts."""
-    shown = {"id": item.get("id") or default_id, **item}
-    if item.get("type") in ("function_call", "function_call_output") or item.get("role") == "assistant":
-        shown.setdefault("status", "completed")
-    if isinstance(content := item.get("content"), str):
-        shown["content"] = [text_part(content) if item.get("role") == "assistant"
-                            else {"type": "input_text", "text": content}]
-    return shown
 
 
 async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]:

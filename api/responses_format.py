@@ -120,6 +120,17 @@ def custom_call_item(item_id: str, call_id: str, name: str, arguments: str, stat
             "input": text if isinstance(text, str) else arguments, "status": status}
 
 
+def listed(item: dict, default_id: str) -> dict:
+    """An input item as the list shows it: with an id and a status, a message's text as parts."""
+    shown = {"id": item.get("id") or default_id, **item}
+    if item.get("type") in ("function_call", "function_call_output") or item.get("role") == "assistant":
+        shown.setdefault("status", "completed")
+    if isinstance(content := item.get("content"), str):
+        shown["content"] = [text_part(content) if item.get("role") == "assistant"
+                            else {"type": "input_text", "text": content}]
+    return shown
+
+
 def usage_of(usage: Usage) -> dict:
     return {"input_tokens": usage.prompt_tokens,
             "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},

@@ -36,10 +36,12 @@ _PIECES = re.compile(r"\s*\S+|\s+")
 
 @dataclass(slots=True, frozen=True)
 class PriorityHints:
-    """What the transport adds to the body's own `priority`: an X-Priority header, batch mode."""
+    """What the transport adds to the body's own `priority`: an X-Priority header, batch mode, and
+    background work (low unless something names a class)."""
 
     header: str | None = None
     batch: bool = False
+    background: bool = False
 
 
 @dataclass(slots=True)
@@ -111,7 +113,8 @@ class ChatPipeline:
     def _priority(self, call: ChatCall) -> tuple[PriorityClass, float]:
         body = call.params
         given = PriorityInput(call.hints.header, call.caller.key_class, call.caller.ceiling, body.priority,
-                              call.hints.batch, body.requested_max_tokens, body.temperature)
+                              call.hints.batch, body.requested_max_tokens, body.temperature,
+                              PriorityClass.LOW if call.hints.background else PriorityClass.MEDIUM)
         try:
             return resolve_priority(given, self.config.scheduler)
         except PriorityInputError as exc:

@@ -35,6 +35,10 @@ class TextContent(_Strict):
     logprobs: list | None = None
 
 
+def joined(value: str | list[TextContent]) -> str:
+    return value if isinstance(value, str) else "".join(p.text for p in value)
+
+
 class MessageItem(_Strict):
     type: Literal["message"] = "message"
     role: Literal["user", "system", "developer", "assistant"]
@@ -44,7 +48,7 @@ class MessageItem(_Strict):
 
     @property
     def text(self) -> str:
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        return joined(self.content)
 
 
 class FunctionCallItem(_Strict):
@@ -64,7 +68,7 @@ class _CallOutput(_Strict):
 
     @property
     def text(self) -> str:
-        return self.output if isinstance(self.output, str) else "".join(p.text for p in self.output)
+        return joined(self.output)
 
 
 class FunctionCallOutputItem(_CallOutput):

@@ -7,6 +7,7 @@ response does not exist for it."""
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import time
@@ -57,17 +58,26 @@ def failed_by_a_stop(response: dict) -> dict:
         "code": "server_error", "message": "the server stopped before this background response finished; send it again"}}
 
 
-class ChainedStore:
+class ChainedStore(abc.ABC):
     """What both stores (SQLite, Redis) offer; a chain is read back through `get`."""
 
+    @abc.abstractmethod
     async def open(self) -> None: ...
+
+    @abc.abstractmethod
     async def close(self) -> None: ...
+
+    @abc.abstractmethod
     async def put(self, stored: StoredResponse) -> None: ...
+
+    @abc.abstractmethod
     async def update(self, response_id: str, caller: str, response: dict) -> None: ...
+
+    @abc.abstractmethod
     async def delete(self, response_id: str, caller: str) -> bool: ...
 
-    async def get(self, response_id: str, caller: str) -> StoredResponse | None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def get(self, response_id: str, caller: str) -> StoredResponse | None: ...
 
     async def history(self, response_id: str, caller: str) -> list[dict]:
         """Every item of the chain ending in `response_id`, oldest first: each response's input

@@ -23,11 +23,12 @@ class PriorityInput:
     batch: bool = False
     max_tokens: int | None = None
     temperature: float | None = None
+    unnamed: PriorityClass = PriorityClass.MEDIUM  # the class when no source names one
 
 
 def resolve_priority(given: PriorityInput, config: SchedulerConfig) -> tuple[PriorityClass, float]:
-    """Strongest source first: batch mode, X-Priority header, the key's class, body field, medium;
-    then no higher than the key's ceiling.
+    """Strongest source first: batch mode, X-Priority header, the key's class, body field, then
+    `unnamed` (medium, or low for background work); then no higher than the key's ceiling.
 
     A short deterministic request (max_tokens <= short_max_tokens at temperature 0) is raised by
     `short_bonus`, half a level by default, so scripts and CLI tools get low latency. Every value
@@ -44,7 +45,7 @@ def resolve_priority(given: PriorityInput, config: SchedulerConfig) -> tuple[Pri
     elif body is not None:
         cls, score = body
     else:
-        cls, score = PriorityClass.MEDIUM, config.weights.medium
+        cls, score = given.unnamed, config.weights.of(given.unnamed.value)
     if given.ceiling is not None and cls.rank < given.ceiling.rank:
         cls, score = given.ceiling, config.weights.of(given.ceiling.value)
     if _is_short_deterministic(given, config):

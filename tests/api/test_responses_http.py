@@ -201,6 +201,8 @@ def test_background_returns_queued_then_polls_to_completion_and_cancels(tmp_path
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert got.status == "incomplete" and got.output_text and got.usage.output_tokens == 10
+        raw = client.responses.with_raw_response.create(model="sim", input="x", background=True, max_output_tokens=2)
+        assert raw.headers["x-priority"] == "low"  # the batch path, unless something names a class
         long = client.responses.create(model="sim", input="A long one", background=True, max_output_tokens=2000)
         cancelled = client.responses.cancel(long.id)
         assert cancelled.status == "cancelled" and client.responses.retrieve(long.id).status == "cancelled"

@@ -99,6 +99,8 @@ CFG = SchedulerConfig()
 @pytest.mark.parametrize("given, expected", [
     (PriorityInput(), (P.MEDIUM, 5.0)),
     (PriorityInput(header="HIGH"), (P.HIGH, 10.0)),
+    (PriorityInput(unnamed=P.LOW), (P.LOW, 1.0)),  # background work
+    (PriorityInput(unnamed=P.LOW, key_class=P.HIGH), (P.HIGH, 10.0)),
     (PriorityInput(header="low", key_class=P.HIGH), (P.LOW, 1.0)),
     (PriorityInput(key_class=P.HIGH, body="low"), (P.HIGH, 10.0)),
     (PriorityInput(body="low"), (P.LOW, 1.0)),
