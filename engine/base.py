@@ -22,6 +22,7 @@ class Capabilities:
     supports_reasoning_effort: bool = False
     max_num_seqs: int = 0  # sequences the engine runs at once; 0: no fixed limit
     tool_format: ToolFormat | None = None  # None: the model cannot take tools
+    unsupported_params: frozenset[str] = frozenset()  # request fields this engine cannot honour: a 400
 
 
 @dataclass(slots=True)

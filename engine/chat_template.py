@@ -27,6 +27,16 @@ def template_for_tools(template: str) -> str | None:
     return None if "tools" in template else CHATML_TOOLS
 
 
+def render(template: str, messages: list[ChatMessage], tools: tuple[Tool, ...]) -> str:
+    """A chat template rendered as Hugging Face renders it, for an engine that cannot take ours."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda value: json.dumps(value, ensure_ascii=False)
+    return env.from_string(template).render(messages=message_dicts(messages), tools=tool_dicts(tools) or None,
+                                            add_generation_prompt=True)
+
+
 def message_dicts(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return [message_dict(m) for m in messages]
 

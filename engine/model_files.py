@@ -40,6 +40,21 @@ def resolve_model(model: str, models_dir: str | Path) -> str:
     return str(target)
 
 
+def resolve_gguf(model: str) -> Path:
+    """A GGUF file for llama.cpp: `bundled:NAME` is the file inside its package, as shipped."""
+    if model.startswith(BUNDLED_PREFIX):
+        name = model[len(BUNDLED_PREFIX):]
+        if name not in BUNDLED_MODELS:
+            raise ModelFileError(f"engine.llamacpp.model: unknown bundled model {name!r}; allowed: "
+                                 + ", ".join(BUNDLED_PREFIX + n for n in BUNDLED_MODELS))
+        return bundled_gguf(name)
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise ModelFileError(f"engine.llamacpp.model: {path} is not a file (a local .gguf path or "
+                             f"{BUNDLED_PREFIX}NAME; nothing is downloaded)")
+    return path
+
+
 def bundled_gguf(name: str) -> Path:
     package, filename = BUNDLED_MODELS[name]
     spec = importlib.util.find_spec(package)  # importing the package itself needs `llm`; locating it does not

@@ -21,7 +21,7 @@ import httpx
 from core.types import ChatMessage, Delta, GenParams, Prompt, Tool
 from engine.base import Capabilities, EngineError, EngineRejected, EngineStats
 from engine.chat_template import openai_message, tool_dicts
-from engine.openai_wire import call_delta, logprobs_of, sampling_fields, tool_fields
+from engine.openai_wire import ChunkReader, sampling_fields, tool_fields
 from engine.upstream_pool import Upstream, UpstreamPool, read_vllm_metrics
 from settings.schema import EngineConfig, OpenAIUpstreamConfig
 
@@ -30,7 +30,6 @@ log = logging.getLogger("gpt_oss_webui.engine")
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD = 4
 _DEFAULT_CONTEXT = 4096
-_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 class UpstreamUnavailable(EngineError):
@@ -159,34 +158,19 @@ class OpenAIUpstreamEngine:
             raise UpstreamUnavailable(f"{upstream.url}: {type(exc).__name__} {exc}".strip()) from None
 
     async def _deltas(self, response: httpx.Response) -> AsyncIterator[Delta]:
-        """OpenAI stream chunks as deltas: one token per content chunk (vLLM sends one per step),
-        corrected by the usage chunk at the end."""
-        counted, finish = 0, None
+        reader = ChunkReader()
         async for line in response.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
             if "error" in chunk:
                 raise EngineError(str(chunk["error"].get("message", chunk["error"])))
-            usage = chunk.get("usage")
-            for choice in chunk.get("choices") or []:
-                delta = choice.get("delta") or {}
-                text = delta.get("content") or ""
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-                calls = tuple(call_delta(c) for c in delta.get("tool_calls") or ())
-                finish = choice.get("finish_reason") or finish
-                if text or reasoning or calls:
-                    counted += 1
-                    self._generated += 1
-                    yield Delta(text, 1, reasoning=reasoning, reasoning_tokens=int(bool(reasoning) and not text),
-                                tool_calls=calls, logprobs=logprobs_of(choice.get("logprobs")))
-            if usage:
-                extra = max(0, usage.get("completion_tokens", counted) - counted)
-                self._generated += extra
-                cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-                yield Delta("", extra, _FINISH.get(finish or "stop", "stop"), cached_tokens=cached)
+            for delta in reader.feed(chunk):
+                self._generated += delta.num_tokens
+                yield delta
+            if reader.done:
                 return
-        yield Delta("", 0, _FINISH.get(finish or "stop", "stop"))
+        yield Delta("", 0, reader.finish_reason())
 
     def _body(self, prompt: Prompt, params: GenParams) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.types import GenParams, TokenLogprob, ToolCallDelta
+from core.types import Delta, GenParams, TokenLogprob, ToolCallDelta
+
+_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 def sampling_fields(params: GenParams) -> dict[str, Any]:
@@ -48,3 +50,35 @@ def logprobs_of(given: dict[str, Any] | None) -> tuple[TokenLogprob, ...]:
     return tuple(TokenLogprob(e["token"], e["logprob"],
                               tuple((t["token"], t["logprob"]) for t in e.get("top_logprobs") or ()))
                  for e in entries)
+
+
+class ChunkReader:
+    """A stream of chat.completion.chunk (or text_completion) objects as deltas: one token per
+    content chunk (vLLM and llama.cpp send one per step), corrected by the usage chunk at the end."""
+
+    def __init__(self) -> None:
+        self.counted = 0
+        self.finish: str | None = None
+        self.done = False
+
+    def feed(self, chunk: dict[str, Any]) -> list[Delta]:
+        out = []
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text = delta.get("content") or choice.get("text") or ""
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            calls = tuple(call_delta(c) for c in delta.get("tool_calls") or ())
+            self.finish = choice.get("finish_reason") or self.finish
+            if text or reasoning or calls:
+                self.counted += 1
+                out.append(Delta(text, 1, reasoning=reasoning, reasoning_tokens=int(bool(reasoning) and not text),
+                                 tool_calls=calls, logprobs=logprobs_of(choice.get("logprobs"))))
+        if usage := chunk.get("usage"):
+            extra = max(0, usage.get("completion_tokens", self.counted) - self.counted)
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            out.append(Delta("", extra, self.finish_reason(), cached_tokens=cached))
+            self.done = True
+        return out
+
+    def finish_reason(self) -> str:
+        return _FINISH.get(self.finish or "stop", "stop")

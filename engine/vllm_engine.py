@@ -234,6 +234,22 @@ def has_harmony_tokens(tokenizer: Any) -> bool:
     return all(marker in vocab for marker in (CHANNEL, MESSAGE))
 
 
+def cpu_dtype(cpuinfo: str) -> str:
+    """bf16 only on a CPU with native bf16 matmuls (AVX-512 BF16 or AMX); elsewhere float32, which
+    batched 2.3x better than bf16 on an AVX2 machine (shared engine notes: 38 against 17 tok/s at
+    eight requests)."""
+    flags = set(next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), ()))
+    return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError:
+        return ""
+
+
 def engine_arguments(config: VllmConfig, model: str, args_cls: type, on_cpu: bool = False) -> dict[str, Any]:
     """AsyncEngineArgs keyword arguments; an unknown extra argument is a one-line config error. On
     the CPU a KV size of 0 is sized from the machine: vLLM's own CPU default (a share of the whole
@@ -256,6 +272,8 @@ def engine_arguments(config: VllmConfig, model: str, args_cls: type, on_cpu: boo
         kwargs["distributed_executor_backend"] = config.distributed_executor_backend
     if config.kv_cache_memory_bytes or on_cpu:
         kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes or default_cpu_kv_bytes()
+    if on_cpu:
+        kwargs["dtype"] = cpu_dtype(_read("/proc/cpuinfo"))
     known = {f.name for f in dataclasses.fields(args_cls)}
     for key, value in config.extra_args.items():
         if key not in known:

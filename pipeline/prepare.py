@@ -43,10 +43,18 @@ def check_tools_supported(engine: EngineBackend, body: ChatCompletionRequest) ->
                       "format", param="tools", code="tools_not_supported")
 
 
+def check_params_supported(engine: EngineBackend, body: ChatCompletionRequest) -> None:
+    for name in sorted(engine.capabilities.unsupported_params):
+        if getattr(body, name, None):
+            raise Refusal(400, f"{name} is not supported by this server's engine", param=name,
+                          code="unsupported_parameter")
+
+
 async def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest, default_max_tokens: int) -> Generation:
     """The engine's prompt (with its token count, rendered tools included) and its parameters."""
     check_ready(engine)
     check_tools_supported(engine, body)
+    check_params_supported(engine, body)
     use = tool_use(body.tools, body.tool_choice, body.parallel_tool_calls)
     native = engine.capabilities.tool_format == "native"
     forced = use if is_forced(use) and not native else None

@@ -14,7 +14,8 @@ class AdmissionController:
     and medium requests. High requests count only their own class against the limit (never past
     `upper`, the engine's slots): a high request never waits for lower ones to finish, and while
     it runs above the limit the lower classes wait until the total is back under it, so the
-    overshoot lasts one lower request's lifetime at most."""
+    overshoot lasts one lower request's lifetime at most. While a high request waits for its first
+    token no lower one starts: a prompt prefilled in the same engine step would delay it."""
 
     def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
                  high_reserve: float = 0.0, upper: int | None = None) -> None:
@@ -26,6 +27,7 @@ class AdmissionController:
         self.paused = False
         self._running: dict[str, int] = {}
         self._high: set[str] = set()
+        self._high_prefilling: set[str] = set()
         self.tokens_in_use = 0
 
     @property
@@ -44,14 +46,15 @@ class AdmissionController:
     def _has_slot(self, priority: PriorityClass) -> bool:
         if priority is PriorityClass.HIGH:
             return len(self._high) < self.slots_for(priority) and len(self._running) < self.upper
-        return len(self._running) < self.slots_for(priority)
+        return not self._high_prefilling and len(self._running) < self.slots_for(priority)
 
     def has_any_slot(self) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""
         running, limit = len(self._running), self.max_concurrency
         if self.paused or running >= self.upper:
             return False
-        return len(self._high) < limit or running < max(1, limit - int(limit * self.high_reserve))
+        lower_may = not self._high_prefilling and running < max(1, limit - int(limit * self.high_reserve))
+        return len(self._high) < limit or lower_may
 
     def cost(self, request: Request) -> int:
         blocks = -(-request.cost_tokens // self.block_size)
@@ -73,7 +76,16 @@ class AdmissionController:
         self.tokens_in_use += cost
         if request.priority is PriorityClass.HIGH:
             self._high.add(request.request_id)
+            self._high_prefilling.add(request.request_id)
+
+    def first_token(self, request_id: str) -> bool:
+        """Whether this ends a high request's prefill, which may let lower ones start."""
+        if request_id not in self._high_prefilling:
+            return False
+        self._high_prefilling.discard(request_id)
+        return True
 
     def release(self, request_id: str) -> None:
         self.tokens_in_use -= self._running.pop(request_id, 0)
         self._high.discard(request_id)
+        self._high_prefilling.discard(request_id)

@@ -235,6 +235,8 @@ class Scheduler:
                     first, batch_mark = now, self.pace.mark()
                     self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
                                           elapsed_s=now - request.arrival))
+                    if self.admission.first_token(request.request_id):
+                        self._dispatch()
                 else:
                     self.pace.record(now - last, delta.num_tokens, self.admission.running)
                     decoded += delta.num_tokens

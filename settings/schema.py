@@ -135,6 +135,26 @@ class VllmConfig(Section):
     extra_args: dict[str, Any] = Field(default_factory=dict)
 
 
+class LlamaCppConfig(Section):
+    """llama.cpp in process (xllamacpp): GGUF models on CPUs, Macs and GPUs without vLLM."""
+
+    model: str = "bundled:smollm2-135m-instruct"  # or a local .gguf file; never downloaded
+    served_model_name: str = "smollm2-135m-instruct"
+    n_parallel: int = Field(16, ge=1, le=512)  # sequences at once: the engine's slots
+    kv_tokens: int = Field(32_768, ge=64)  # KV cells all slots share: the token budget
+    max_model_len: int = Field(2048, ge=16)  # one sequence's prompt plus answer, at most kv_tokens
+    threads: int = Field(0, ge=0)  # 0: llama.cpp's choice
+    batch_tokens: int = Field(2048, ge=16)  # prompt tokens per engine step
+    gpu_layers: int = Field(-1, ge=-1)  # layers offloaded where the build has a GPU; -1: all
+    extra_args: dict[str, Any] = Field(default_factory=dict)  # more of xllamacpp's CommonParams fields
+
+    @model_validator(mode="after")
+    def _fits(self) -> LlamaCppConfig:
+        if self.max_model_len > self.kv_tokens:
+            raise ValueError(f"max_model_len ({self.max_model_len}) cannot exceed kv_tokens ({self.kv_tokens})")
+        return self
+
+
 def _as_upstreams(value: Any) -> Any:
     """`--set engine.openai.upstreams=[http://a:8000/v1,http://b:8000/v1]`: bare URLs become entries."""
     value = _as_list(value) if isinstance(value, str) else value
@@ -167,8 +187,9 @@ class OpenAIUpstreamConfig(Section):
 
 
 class EngineConfig(Section):
-    backend: Literal["vllm", "sim", "openai"] = "vllm"
+    backend: Literal["auto", "vllm", "llamacpp", "sim", "openai"] = "auto"
     vllm: VllmConfig = Field(default_factory=VllmConfig)
+    llamacpp: LlamaCppConfig = Field(default_factory=LlamaCppConfig)
     sim: SimConfig = Field(default_factory=SimConfig)
     openai: OpenAIUpstreamConfig = Field(default_factory=OpenAIUpstreamConfig)
 

@@ -9,7 +9,7 @@ import pytest
 from engine.base import EngineError
 from engine.kv_size import available_bytes, default_cpu_kv_bytes
 from engine.model_files import ModelFileError, resolve_model
-from engine.vllm_engine import engine_arguments
+from engine.vllm_engine import cpu_dtype, engine_arguments
 from settings import load_config
 
 
@@ -30,6 +30,15 @@ def test_engine_arguments_from_the_default_config():
     assert 256 * 2**20 <= on_cpu["kv_cache_memory_bytes"] <= 4096 * 2**20
     fixed = load_config("config.yaml", overrides=["engine.vllm.kv_cache_memory_bytes=1073741824"]).engine.vllm
     assert engine_arguments(fixed, "m", FakeEngineArgs, on_cpu=True)["kv_cache_memory_bytes"] == 2**30
+
+
+def test_the_cpu_dtype_follows_the_cpus_bf16_support():
+    assert cpu_dtype("processor: 0\nflags\t\t: fpu sse avx2 fma\n") == "float32"
+    assert cpu_dtype("flags : avx2 avx512f avx512_bf16\n") == "bfloat16"
+    assert cpu_dtype("flags : avx2 amx_bf16 amx_tile\n") == "bfloat16"
+    assert cpu_dtype("") == "float32"
+    cfg = load_config(None, overrides=["engine.vllm.extra_args={dtype: bfloat16}"]).engine.vllm
+    assert engine_arguments(cfg, "m", FakeEngineArgs, on_cpu=True)["dtype"] == "bfloat16"  # extra_args win
 
 
 def test_cpu_kv_cache_is_a_share_of_available_memory_between_a_floor_and_a_cap():

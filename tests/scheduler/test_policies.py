@@ -31,6 +31,18 @@ def test_high_counts_only_its_own_class_against_the_limit():
     assert AdmissionController(max_concurrency=1, token_budget=100, high_reserve=0.5).slots_for(P.LOW) == 1
 
 
+def test_no_lower_request_starts_while_a_high_one_waits_for_its_first_token():
+    adm = AdmissionController(max_concurrency=8, token_budget=None)
+    high, other_high = make_request(P.HIGH), make_request(P.HIGH)
+    adm.admit(high)
+    assert not adm.fits(make_request(P.LOW)) and adm.fits(other_high) and adm.has_any_slot()
+    adm.admit(other_high)
+    assert adm.first_token(high.request_id) and not adm.first_token(high.request_id)
+    assert not adm.fits(make_request(P.MEDIUM))  # the other is still in its prefill
+    adm.release(other_high.request_id)  # failed before its first token
+    assert adm.fits(make_request(P.MEDIUM)) and not adm.first_token(make_request(P.LOW).request_id)
+
+
 def test_admission_by_slots_and_tokens():
     adm = AdmissionController(max_concurrency=2, token_budget=100)
     a, b, c = (make_request(prompt_tokens=20, max_tokens=20) for _ in range(3))

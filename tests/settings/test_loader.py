@@ -5,7 +5,7 @@ from settings import ConfigError, load_config
 
 def test_repository_config_and_presets_load(tmp_path):
     base = load_config("config.yaml")
-    assert base.engine.backend == "vllm" and base.scheduler.max_wait_s.low == 60
+    assert base.engine.backend == "auto" and base.scheduler.max_wait_s.low == 60
     assert base.engine.vllm.model == "bundled:smollm2-135m-instruct"
     team = load_config("config.yaml", preset="team")
     assert team.scheduler.max_concurrency == 0 and team.scheduler.limit.adaptive  # the engine's slots, adaptive
@@ -33,7 +33,7 @@ def test_overrides_are_typed_from_the_schema():
     ("scheduler.max_concurrency=-1", "scheduler.max_concurrency: -1 is not allowed; expected an integer between 0 and 4096"),
     ("scheduler.max_concurrency=many", "scheduler.max_concurrency: 'many' is not allowed; expected an integer"),
     ("scheduler.max_wait_s.low=-1", "scheduler.max_wait_s.low: -1.0 is not allowed; expected a number >= 0.0"),
-    ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: vllm, sim, openai"),
+    ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: auto, vllm, llamacpp, sim, openai"),
     ("logging.level=LOUD", "logging.level: 'LOUD' is not allowed; allowed: DEBUG, INFO, WARNING, ERROR"),
     ("scheduler.max_concurency=4", "scheduler.max_concurency: unknown key; allowed: max_concurrency,"),
     ("scheduler=4", "scheduler: expected a mapping, got 4"),

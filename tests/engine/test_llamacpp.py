@@ -1,0 +1,170 @@
+"""The llama.cpp engine (xllamacpp) with the bundled GGUF model, through our HTTP server and the
+official client: answers, streaming, abort, the context check, priorities, prefix reuse, tools,
+structured outputs and a load that holds the limits."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import openai
+import pytest
+
+from engine.registry import chosen_backend
+from settings import ConfigError, load_config
+from tests.conftest import FAST_SIM, LiveServer, live_server
+
+MODEL = "smollm2-135m-instruct"
+SLOTS = 4
+LLAMACPP = [*FAST_SIM, "engine.backend=llamacpp", f"engine.llamacpp.n_parallel={SLOTS}",
+            "engine.llamacpp.kv_tokens=8192", "engine.llamacpp.max_model_len=2048", "scheduler.max_concurrency=0"]
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+
+pytestmark = pytest.mark.llamacpp
+
+
+@pytest.fixture(scope="module")
+def llamacpp() -> Iterator[LiveServer]:
+    if importlib.util.find_spec("xllamacpp") is None:
+        if os.environ.get("REQUIRE_LLAMACPP"):
+            pytest.fail("xllamacpp is not installed but REQUIRE_LLAMACPP is set")
+        pytest.skip("xllamacpp is not installed (make test installs it)")
+    with live_server(base=LLAMACPP, startup_timeout=120) as live:
+        yield live
+
+
+def ask(client: openai.OpenAI, text: str, **kwargs):
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}], **kwargs)
+
+
+def test_answers_and_streams_with_usage(llamacpp: LiveServer):
+    client = llamacpp.client()
+    answer = ask(client, "Name three colours.", max_tokens=16)
+    assert answer.choices[0].message.content and answer.usage.completion_tokens <= 16
+    assert answer.choices[0].finish_reason in ("stop", "length")
+    chunks = list(ask(client, "Name three colours.", max_tokens=12, stream=True,
+                      stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    usage = chunks[-1].usage
+    assert text and usage is not None and 1 <= usage.completion_tokens <= 12
+    assert usage.prompt_tokens == answer.usage.prompt_tokens  # counted by llama.cpp's own template
+
+
+def test_a_repeated_prompt_reuses_its_prefix(llamacpp: LiveServer):
+    client = llamacpp.client()
+    long = "Here is a long preamble about the sea and ships. " * 20
+    ask(client, long + "Summarise.", max_tokens=2)
+    again = ask(client, long + "Summarise.", max_tokens=2)
+    assert again.usage.prompt_tokens_details.cached_tokens >= again.usage.prompt_tokens * 0.8
+
+
+def test_the_context_limit_is_a_400_before_the_engine(llamacpp: LiveServer):
+    with pytest.raises(openai.BadRequestError) as err:
+        ask(llamacpp.client(), "word " * 2100, max_tokens=8)
+    assert "maximum context length is 2048 tokens" in str(err.value)
+    with pytest.raises(openai.BadRequestError) as err:
+        ask(llamacpp.client(), "hi", max_tokens=8, extra_body={"min_tokens": 4})
+    assert err.value.body["param"] == "min_tokens" and err.value.body["code"] == "unsupported_parameter"
+
+
+def test_a_closed_stream_frees_its_slot_at_once(llamacpp: LiveServer):
+    stream = ask(llamacpp.client(), "Count to a thousand.", max_tokens=1500, stream=True,
+                 extra_body={"ignore_eos": True})
+    for i, _ in enumerate(stream):
+        if i == 3:
+            break
+    stream.close()
+    llamacpp.wait_for(lambda s: s["running"] == 0, timeout=10)
+    deadline = time.monotonic() + 10
+    while llamacpp.services.engine.stats().running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert llamacpp.services.engine.stats().running == 0
+
+
+def test_tools_and_structured_outputs(llamacpp: LiveServer):
+    client = llamacpp.client()
+    forced = ask(client, "What is the weather in Paris?", max_tokens=60, tools=[WEATHER], tool_choice="required")
+    call = forced.choices[0].message.tool_calls[0]
+    assert forced.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+    assert "city" in json.loads(call.function.arguments)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}
+    person = ask(client, "Make up a person.", max_tokens=80,
+                 response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
+    parsed = json.loads(person.choices[0].message.content)
+    assert set(parsed) == {"name", "age"} and isinstance(parsed["age"], int)
+
+
+def test_a_load_of_32_completes_with_the_slots_holding(llamacpp: LiveServer):
+    client = llamacpp.client()
+    running: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            running.append(llamacpp.services.engine.stats().running)
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    with ThreadPoolExecutor(32) as pool:
+        answers = list(pool.map(lambda i: ask(client, f"Question {i}: what is {i} plus {i}?", max_tokens=12,
+                                              extra_body={"priority": ["low", "medium", "high"][i % 3]}), range(32)))
+    stop.set()
+    watcher.join()
+    assert all(a.choices[0].message.content is not None for a in answers)
+    assert max(running) <= SLOTS and max(running) >= 2  # batched, never past the engine's slots
+
+
+def test_priorities_reach_the_dispatch_order(llamacpp: LiveServer):
+    """With every slot busy, a high request queued after a low one starts first."""
+    client = llamacpp.client()
+    started: dict[str, float] = {}
+
+    def run(tag: str, priority: str, tokens: int) -> None:
+        stream = ask(client, f"Tell a story ({tag}).", max_tokens=tokens, stream=True,
+                     extra_body={"priority": priority, "ignore_eos": True})
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                started.setdefault(tag, time.monotonic())
+
+    with ThreadPoolExecutor(SLOTS + 2) as pool:
+        busy = [pool.submit(run, f"busy{i}", "low", 200) for i in range(SLOTS)]
+        llamacpp.wait_for(lambda s: s["running"] == SLOTS, timeout=20)
+        low = pool.submit(run, "low", "low", 4)
+        llamacpp.wait_for(lambda s: s["waiting_total"] == 1, timeout=10)
+        high = pool.submit(run, "high", "high", 4)
+        for future in [*busy, low, high]:
+            future.result(timeout=120)
+    assert started["high"] < started["low"]
+
+
+def test_auto_picks_llamacpp_without_an_nvidia_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert chosen_backend("auto") == "llamacpp" and chosen_backend("sim") == "sim"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200'\n")
+    smi.chmod(0o755)
+    assert chosen_backend("auto") == "vllm"
+    smi.write_text("#!/bin/sh\nexit 9\n")  # the tool without a working driver
+    assert chosen_backend("auto") == "llamacpp"
+
+
+def test_bad_llamacpp_settings_are_one_line_errors():
+    with pytest.raises(ConfigError, match="cannot exceed kv_tokens"):
+        load_config(None, overrides=["engine.llamacpp.kv_tokens=1024", "engine.llamacpp.max_model_len=2048"])
+
+
+def test_a_missing_model_file_fails_the_start_with_its_path():
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("xllamacpp is not installed")
+    with pytest.raises(RuntimeError, match="/nowhere/model.gguf is not a file"):
+        with live_server(*LLAMACPP, "engine.llamacpp.model=/nowhere/model.gguf", startup_timeout=30):
+            pass
