@@ -22,17 +22,21 @@ $(VENV)/.installed-test: requirements.txt requirements-test.txt | $(PY)
 	touch $@
 
 $(VENV)/.installed-engine: scripts/install-engine.sh | $(PY)
-	scripts/install-engine.sh $(PY)
+	scripts/install-engine.sh $(PY) auto
 	touch $@
+
+$(VENV)/.installed-engines: scripts/install-engine.sh | $(PY)
+	scripts/install-engine.sh $(PY) all
+	touch $@ $(VENV)/.installed-engine
 
 run: $(VENV)/.installed-run $(VENV)/.installed-engine
 	$(PY) app.py $(ARGS)
 
-test: $(VENV)/.installed-test $(VENV)/.installed-engine
+test: $(VENV)/.installed-test $(VENV)/.installed-engines
 	$(PY) -m pytest $(ARGS)
 
 test-fast: $(VENV)/.installed-test
-	$(PY) -m pytest -m "not vllm" $(ARGS)
+	$(PY) -m pytest -m "not vllm and not llamacpp" $(ARGS)
 
 bench: $(VENV)/.installed-test
 	$(PY) -m pip install --quiet -r requirements-bench.txt
