@@ -329,7 +329,7 @@ def measure(args: argparse.Namespace) -> tuple[float, float, dict[str, list[Reco
     if mode is REAL:  # one KV size for every start (it is a share of the memory free at the time)
         from engine.kv_size import default_cpu_kv_bytes
 
-        mode.settings = [f"engine.vllm.kv_cache_memory_bytes={default_cpu_kv_bytes()}"]
+        mode.settings = ["engine.backend=vllm", f"engine.vllm.kv_cache_memory_bytes={default_cpu_kv_bytes()}"]
     with serving(mode, True, args.extra, "capacity") as server:
         capacity, e2e_s = asyncio.run(closed_loop(server, mode))
     note(f"C = {capacity:.2f} req/s")

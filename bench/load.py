@@ -1,7 +1,8 @@
 """Open-loop load benchmark: under Poisson load at and beyond capacity, do more requests get on-time
-answers through our server than through vLLM's own OpenAI server (same model, machine and KV size)?
+answers through our server than through the engine's own server (same model, machine and KV size)?
 
     .venv/bin/python bench/load.py                      # full run: 3 loads x 3 servers, each calibrated
+    .venv/bin/python bench/load.py --engine llamacpp    # ours on llama.cpp against llama.cpp's own server
     .venv/bin/python bench/load.py --quick              # a few minutes: loads 1.0,1.5, 20 s each
     .venv/bin/python bench/load.py --servers ours,vllm-fcfs --loads 1.5 --duration 30
     .venv/bin/python bench/load.py --json docs/bench/load.json --markdown docs/BENCHMARKS.md
@@ -11,7 +12,9 @@ its own process group:
   * vllm-fcfs: `python -m vllm.entrypoints.openai.api_server` with the bundled model, max_num_seqs 128;
   * vllm-priority: the same with `--scheduling-policy priority` (high sent as priority 0, low as 1);
   * ours: `python app.py` with its defaults (class sent as `X-Priority`).
-All three get the same KV cache size: engine.kv_size.default_cpu_kv_bytes(), computed once here and
+With `--engine llamacpp`: `llama.cpp` (bench/llamacpp_server.py, llama.cpp's own server from the
+same xllamacpp build) and ours on `engine.backend=llamacpp`, both with 32 slots sharing 16,384 KV
+tokens; calibration then runs on llama.cpp's server. With vLLM, all three get the same KV cache size: engine.kv_size.default_cpu_kv_bytes(), computed once here and
 passed to vLLM (--kv-cache-memory-bytes) and to ours (--set engine.vllm.kv_cache_memory_bytes), so
 memory freed or taken between the starts cannot give them different sizes.
 
@@ -56,7 +59,9 @@ from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noq
 if TYPE_CHECKING:
     import httpx
 
-SERVERS = ("vllm-fcfs", "vllm-priority", "ours")
+SERVERS = ("vllm-fcfs", "vllm-priority", "ours", "llama.cpp")
+BASELINE = {"vllm": "vllm-fcfs", "llamacpp": "llama.cpp"}  # the server C_slo is calibrated on
+LLAMACPP_SLOTS, LLAMACPP_KV = 32, 16384
 SAMPLE_INTERVAL_S = 1.0
 MIN_AVAILABLE_GIB = 4.0  # per server, all up at once: ~2.5 GB plus its KV cache
 
@@ -137,11 +142,18 @@ def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
 # ----------------------------------------------------------------------------- servers
 
 
-def server_process(name: str, kv_bytes: int, ours_set: list[str]) -> ServerProcess:
+def server_process(name: str, engine: str, kv_bytes: int, ours_set: list[str]) -> ServerProcess:
     py, port = venv_python(), free_port()
     if name == "ours":
-        settings = ["logging.file=", f"engine.vllm.kv_cache_memory_bytes={kv_bytes}", *ours_set]
+        engine_settings = ([f"engine.backend={engine}", f"engine.llamacpp.n_parallel={LLAMACPP_SLOTS}",
+                            f"engine.llamacpp.kv_tokens={LLAMACPP_KV}"] if engine == "llamacpp" else
+                           ["engine.backend=vllm", f"engine.vllm.kv_cache_memory_bytes={kv_bytes}"])
+        settings = ["logging.file=", *engine_settings, *ours_set]
         return ServerProcess(name, app_argv(port, settings, py), port, "/healthz", OFFLINE_ENV, log_prefix="bench-load")
+    if name == "llama.cpp":
+        argv = [py, "bench/llamacpp_server.py", "--port", str(port), "--slots", str(LLAMACPP_SLOTS),
+                "--kv-tokens", str(LLAMACPP_KV)]
+        return ServerProcess(name, argv, port, "/health", OFFLINE_ENV, log_prefix="bench-load")
     argv = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL_DIR, "--served-model-name", MODEL_NAME,
             "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048", "--enforce-eager",
             "--kv-cache-memory-bytes", str(kv_bytes), "--max-num-seqs", "128"]
@@ -150,8 +162,8 @@ def server_process(name: str, kv_bytes: int, ours_set: list[str]) -> ServerProce
     return ServerProcess(name, argv, port, "/health", OFFLINE_ENV, log_prefix="bench-load")
 
 
-def start(name: str, kv_bytes: int, ours_set: list[str]) -> ServerProcess:
-    server = server_process(name, kv_bytes, ours_set)
+def start(name: str, engine: str, kv_bytes: int, ours_set: list[str]) -> ServerProcess:
+    server = server_process(name, engine, kv_bytes, ours_set)
     note(f"starting {name} on :{server.port} (about 20-60 s) ...")
     server.start()
     try:
@@ -240,7 +252,8 @@ async def _sample_forever(server: ServerProcess, client: httpx.AsyncClient, run:
         sample = Sample(time.perf_counter() - t0, server.alive(), tree_rss_bytes(server.pid) if server.alive() else 0)
         if sample.alive:
             with contextlib.suppress(Exception):  # a busy or dying server: keep the RSS reading alone
-                await (_sample_ours(client, sample) if server.name == "ours" else _sample_vllm(client, sample))
+                sampler = {"ours": _sample_ours, "llama.cpp": _sample_llamacpp}.get(server.name, _sample_vllm)
+                await sampler(client, sample)
         run.samples.append(sample)
         await asyncio.sleep(max(0.0, SAMPLE_INTERVAL_S - (time.perf_counter() - t0 - sample.t_s)))
 
@@ -260,6 +273,12 @@ async def _sample_vllm(client: httpx.AsyncClient, sample: Sample) -> None:
     sample.running = int(metric_sum(text, "vllm:num_requests_running"))
 
 
+async def _sample_llamacpp(client: httpx.AsyncClient, sample: Sample) -> None:
+    text = (await client.get("/metrics", timeout=2)).text
+    sample.waiting = int(metric_sum(text, "llamacpp:requests_deferred"))
+    sample.running = int(metric_sum(text, "llamacpp:requests_processing"))
+
+
 def metric_sum(text: str, name: str) -> float:
     """A Prometheus gauge or counter summed over its label sets (one per engine, per class)."""
     total = 0.0
@@ -275,7 +294,10 @@ def metric_sum(text: str, name: str) -> float:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/load.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a few minutes: short calibration, loads 1.0,1.5, 20 s each")
-    p.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, from {','.join(SERVERS)}")
+    p.add_argument("--engine", choices=tuple(BASELINE), default="vllm",
+                   help="the engine under every server (default vllm; llamacpp: ours against llama.cpp's server)")
+    p.add_argument("--servers", help="comma-separated, from " + ",".join(SERVERS)
+                   + " (default vllm-fcfs,vllm-priority,ours; with --engine llamacpp llama.cpp,ours)")
     p.add_argument("--loads", help="load levels as multiples of C_slo (default 0.7,1.0,1.5; quick 1.0,1.5)")
     p.add_argument("--duration", type=float, help="seconds of sending per load level (default 60, quick 20)")
     p.add_argument("--calibration-s", type=float, help="measured seconds per calibration level (default 6, quick 4)")
@@ -292,7 +314,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--plots", default="docs/bench", metavar="DIR", help="PNG plots go here ('' for none)")
     p.add_argument("--from-json", metavar="PATH", help="run nothing: report again from a --json file")
     args = p.parse_args(argv)
-    args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    default = "llama.cpp,ours" if args.engine == "llamacpp" else "vllm-fcfs,vllm-priority,ours"
+    args.servers = [s.strip() for s in (args.servers or default).split(",") if s.strip()]
     unknown = set(args.servers) - set(SERVERS)
     if unknown or not args.servers:
         p.error(f"--servers: unknown {', '.join(sorted(unknown)) or '(none given)'}; choose from {','.join(SERVERS)}")
@@ -316,17 +339,18 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
     calibrations: list[Calibration] = []
     runs: list[Run] = []
     names = list(args.servers)
-    if args.capacity is None and "vllm-fcfs" not in names:  # calibration runs on vllm-fcfs
-        names.insert(0, "vllm-fcfs")
+    baseline = BASELINE[args.engine]
+    if args.capacity is None and baseline not in names:  # calibration runs on the engine's own server
+        names.insert(0, baseline)
     servers: dict[str, ServerProcess] = {}
     try:
         for name in names:
-            servers[name] = start(name, kv_bytes, args.ours_set)
+            servers[name] = start(name, args.engine, kv_bytes, args.ours_set)
         for i, load in enumerate(args.loads):
             for name in args.servers[i % len(args.servers):] + args.servers[:i % len(args.servers)]:
                 capacity = args.capacity
                 if capacity is None:
-                    calibrations.append(calibration := calibrate_for(load, name, servers["vllm-fcfs"], args))
+                    calibrations.append(calibration := calibrate_for(load, name, servers[baseline], args))
                     capacity = calibration.c_slo
                 server = servers[name]
                 runs.append(asyncio.run(run_load(server, load, capacity, args.duration, args.seed, args.settle_s)))
@@ -335,7 +359,7 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
                     note(f"{name} died during load {load:g} (log: {server.log.name})")
                     server.stop()
                     if load != args.loads[-1]:
-                        servers[name] = start(name, kv_bytes, args.ours_set)
+                        servers[name] = start(name, args.engine, kv_bytes, args.ours_set)
     finally:
         for server in servers.values():
             server.stop()
@@ -366,18 +390,19 @@ def main(argv: list[str] | None = None) -> int:
     kv_bytes = default_cpu_kv_bytes()
     meta = {"commit": git_head(), "python": platform.python_version(), "httpx": httpx.__version__,
             "cpus": os.cpu_count(), "machine": platform.machine(), "kv_cache_bytes": kv_bytes,
-            "mode": "quick" if args.quick else "full", "seed": args.seed, "duration_s": args.duration,
+            "mode": "quick" if args.quick else "full", "engine": args.engine, "seed": args.seed, "duration_s": args.duration,
             "loads": list(args.loads), "servers": args.servers, "ours_set": args.ours_set,
             "slo": {"tpot_s": args.slo_tpot, "ttft_high_s": args.slo_ttft, "ttft_low_s": args.low_promise},
             "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "high_share": HIGH_SHARE}
     print("bench/load.py  " + "  ".join(f"{k}={meta[k]}" for k in ("mode", "commit", "python", "cpus", "machine"))
           + f"  kv={kv_bytes / 2**20:.0f}MiB", flush=True)
-    needed = MIN_AVAILABLE_GIB * (len(set(args.servers) | ({"vllm-fcfs"} if args.capacity is None else set())))
+    needed = MIN_AVAILABLE_GIB * len(set(args.servers) | ({BASELINE[args.engine]} if args.capacity is None else set()))
     if available_gib() < needed:
         note(f"error: {available_gib():.1f} GiB of memory available; the servers need about {needed:g} GiB")
         return 1
     try:
-        ensure_model()
+        if args.engine == "vllm":
+            ensure_model()
         calibrations, runs = measure(args, kv_bytes)
     except KeyboardInterrupt:
         note("interrupted; servers stopped")

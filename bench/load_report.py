@@ -123,7 +123,7 @@ def num(x: float | None, fmt: str = ".2f") -> str:
     return "-" if x is None or x != x else format(x, fmt)
 
 
-def calibration_table(cals: list[Calibration], slo_tpot: float) -> Table:
+def calibration_table(cals: list[Calibration], slo_tpot: float, on: str) -> Table:
     concurrencies = sorted({lv.concurrency for cal in cals for lv in cal.levels})
 
     def cell(cal: Calibration, c: int) -> str:
@@ -133,7 +133,7 @@ def calibration_table(cals: list[Calibration], slo_tpot: float) -> Table:
     rows: list[list[object]] = [
         [cal.server, f"{cal.load:g}x", f"{cal.c_slo:.2f}", *(cell(cal, c) for c in concurrencies),
          ms(cal.single_ttft_s or math.nan), f"{len(cal.stalls_s)} ({sum(cal.stalls_s):.1f} s)"] for cal in cals]
-    return Table("Calibration before each run: vLLM FCFS, closed loop (req/s @ TPOT p50 ms, by concurrency)",
+    return Table(f"Calibration before each run: {on}, closed loop (req/s @ TPOT p50 ms, by concurrency)",
                  ["before", "load", "C_slo", *(f"c={c}" for c in concurrencies), "alone TTFT ms", "machine stalls"],
                  rows,
                  ["req/s = concurrency / mean E2E of the requests sent and finished at that concurrency (Little's "
@@ -145,6 +145,7 @@ def calibration_table(cals: list[Calibration], slo_tpot: float) -> Table:
 
 
 def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> Table:
+    on = LABELS[baseline(runs)]
     rows: list[list[object]] = []
     for run in runs:
         for cls in CLASSES:
@@ -163,7 +164,7 @@ def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) 
         "Open-loop Poisson load, by server, load and class",
         ["server", "load", "C_slo", "class", "done/sent", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "E2E p99 s",
          "req/s", "tok/s", "on-time/s", "on-time / C_slo", "429 (RA)", "stream err", "other", "max wait", "mem GB"], rows,
-        ["C_slo: req/s, calibrated on vLLM FCFS just before this run; the run was offered load x C_slo",
+        [f"C_slo: req/s, calibrated on {on} just before this run; the run was offered load x C_slo",
          "req/s, tok/s: completed requests and their tokens over the time from the first send to the last completion",
          "on-time/s: completed, TPOT <= objective, TTFT <= its class's promise; over the sending time; "
          "on-time / C_slo: the same in units of the machine's capacity at the time (what the targets compare)",
@@ -176,6 +177,14 @@ def results_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) 
 def c_slo_text(runs: list[Run]) -> str:
     lo, hi = min(r.c_slo for r in runs), max(r.c_slo for r in runs)
     return f"C_slo {lo:.2f} req/s" if math.isclose(lo, hi) else f"C_slo {lo:.2f}-{hi:.2f} req/s (calibrated per run)"
+
+
+LABELS = {"vllm-fcfs": "vLLM FCFS", "vllm-priority": "vLLM priority", "llama.cpp": "llama.cpp's server"}
+
+
+def baseline(runs: list[Run]) -> str:
+    """The engine's own server the others are compared with: vLLM FCFS, or llama.cpp's server."""
+    return "llama.cpp" if any(r.server == "llama.cpp" for r in runs) else "vllm-fcfs"
 
 
 def _at(runs: list[Run], server: str, load: float) -> Run | None:
@@ -197,16 +206,18 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
         return run.c_slo if run else math.nan
 
     rows: list[list[object]] = []
-    o, f = s("ours", 0.7), s("vllm-fcfs", 0.7)
+    base = baseline(runs)
+    label = LABELS[base]
+    o, f = s("ours", 0.7), s(base, 0.7)
     if o and f:
-        ot, ft = o.tok_s / c("ours", 0.7), f.tok_s / c("vllm-fcfs", 0.7)
-        rows.append(check_row("0.7x: ours tok/s vs vLLM FCFS (per C_slo)", ">= 0.97x", f"{ot:.1f} vs {ft:.1f}",
+        ot, ft = o.tok_s / c("ours", 0.7), f.tok_s / c(base, 0.7)
+        rows.append(check_row(f"0.7x: ours tok/s vs {label} (per C_slo)", ">= 0.97x", f"{ot:.1f} vs {ft:.1f}",
                               ot >= 0.97 * ft))
-        rows.append(check_row("0.7x: ours TTFT p50 (all)", "<= 1.2x vLLM FCFS + 50 ms",
+        rows.append(check_row("0.7x: ours TTFT p50 (all)", f"<= 1.2x {label} + 50 ms",
                               f"{ms(o.ttft.p50)} vs {ms(f.ttft.p50)} ms", o.ttft.p50 <= 1.2 * f.ttft.p50 + 0.05))
     if o:
         rows.append(check_row("0.7x: ours refusals", "0", str(o.refusals), o.refusals == 0))
-    o, oh, f, p = s("ours", 1.5), s("ours", 1.5, "high"), s("vllm-fcfs", 1.5), s("vllm-priority", 1.5)
+    o, oh, f, p = s("ours", 1.5), s("ours", 1.5, "high"), s(base, 1.5), s("vllm-priority", 1.5)
     if o and oh:
         high_ttft, tpot, on_time = slo.ttft_s["high"], slo.tpot_s, o.on_time_rps / c("ours", 1.5)
         rows.append(check_row("1.5x: ours high TTFT p99", f"<= {high_ttft:g} s", f"{num(oh.ttft.p99, '.3f')} s",
@@ -215,14 +226,14 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
                               oh.tpot.p50 <= tpot))
         rows.append(check_row("1.5x: ours on-time req/s", ">= 0.7 x C_slo",
                               f"{o.on_time_rps:.2f} = {on_time:.2f} x {c('ours', 1.5):.2f}", on_time >= 0.7))
-        for other, server, label in ((f, "vllm-fcfs", "vLLM FCFS"), (p, "vllm-priority", "vLLM priority")):
+        for other, server in ((f, base), (p, "vllm-priority")):
             if other:
                 theirs = other.on_time_rps / c(server, 1.5)
-                rows.append(check_row(f"1.5x: ours on-time vs {label} (per C_slo)", ">= 1.5x",
+                rows.append(check_row(f"1.5x: ours on-time vs {LABELS[server]} (per C_slo)", ">= 1.5x",
                                       f"{on_time:.2f} vs {theirs:.2f}", on_time >= 1.5 * theirs))
         if f:
-            ot, ft = o.tok_s / c("ours", 1.5), f.tok_s / c("vllm-fcfs", 1.5)
-            rows.append(check_row("1.5x: ours tok/s vs vLLM FCFS (per C_slo)", ">= 0.6x", f"{ot:.1f} vs {ft:.1f}",
+            ot, ft = o.tok_s / c("ours", 1.5), f.tok_s / c(base, 1.5)
+            rows.append(check_row(f"1.5x: ours tok/s vs {label} (per C_slo)", ">= 0.6x", f"{ot:.1f} vs {ft:.1f}",
                                   ot >= 0.6 * ft))
         ok = None if o.max_waiting is None or o.max_queue_size is None else o.max_waiting <= o.max_queue_size
         rows.append(check_row("1.5x: ours max waiting", "<= max_queue_size", f"{o.max_waiting} vs {o.max_queue_size}",
@@ -230,6 +241,12 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
         clean = o.refused_429_retry_after
         rows.append(check_row("1.5x: ours refusals as 429 + Retry-After", ">= 99 %",
                               f"{clean}/{o.refusals}" if o.refusals else "no refusals", clean >= 0.99 * o.refusals))
+    o, oh = s("ours", 3.0), s("ours", 3.0, "high")
+    if o and oh:
+        on_time = o.on_time_rps / c("ours", 3.0)
+        rows.append(check_row("3x: ours on-time req/s", ">= 0.7 x C_slo", f"{on_time:.2f} x C_slo", on_time >= 0.7))
+        rows.append(check_row("3x: ours high TTFT p99", f"<= {slo.ttft_s['high']:g} s", f"{num(oh.ttft.p99, '.3f')} s",
+                              oh.ttft.p99 <= slo.ttft_s["high"]))
     return Table("Targets (ratios from one run)", ["target", "goal", "measured", "result"], rows,
                  ["per C_slo: the rate divided by the C_slo calibrated just before that run (the machine's capacity "
                   "then), so a run in a fast spell does not win on luck",
@@ -277,9 +294,10 @@ def before_after_table(runs: list[Run], sums: dict[tuple[str, float, str], Summa
 
     labels = ["service crashes (server process died)", "mean TTFT (completed)", "success rate (completed / sent)",
               "memory (RSS of the process tree)", "mean queue wait"]
-    before, after = column("vllm-fcfs"), column("ours")
-    return Table("Before / after at 1.5 x C_slo: vLLM's own server (FCFS) alone, then ours in front",
-                 ["", "before: vLLM FCFS", "after: ours"], [[lb, b, a] for lb, b, a in zip(labels, before, after)],
+    base = baseline(runs)
+    before, after = column(base), column("ours")
+    return Table(f"Before / after at 1.5 x C_slo: {LABELS[base]} alone, then ours in front",
+                 ["", f"before: {LABELS[base]}", "after: ours"], [[lb, b, a] for lb, b, a in zip(labels, before, after)],
                  ["queue wait, ours: the X-Queue-Wait-Ms header (or the `dispatched queue_wait_ms` comment when the "
                   "stream opened while queued), mean over completed requests",
                   "queue wait, vLLM: it reports none; estimated as mean TTFT minus the TTFT of one request alone "
@@ -322,8 +340,8 @@ def sampled_table(runs: list[Run]) -> Table:
 def report(meta: dict[str, Any], cals: list[Calibration], runs: list[Run], args: argparse.Namespace) -> None:
     slo = Slo(args.slo_tpot, {"high": args.slo_ttft, "low": args.low_promise})
     sums = {(r.server, r.load, c): summarize(r, c, slo) for r in runs for c in CLASSES}
-    cal_15 = next((c for c in cals if c.server == "vllm-fcfs" and math.isclose(c.load, 1.5)), None)
-    tables = ([calibration_table(cals, args.slo_tpot)] if cals else []) + [
+    cal_15 = next((c for c in cals if c.server == baseline(runs) and math.isclose(c.load, 1.5)), None)
+    tables = ([calibration_table(cals, args.slo_tpot, LABELS[baseline(runs)])] if cals else []) + [
         results_table(runs, sums), sampled_table(runs), targets_table(runs, sums, slo),
         tradeoff_table(runs, sums, slo), before_after_table(runs, sums, cal_15)]
     for t in tables:

@@ -185,7 +185,11 @@ def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict
 
 
 def _load(config: LlamaCppConfig, path: str) -> Any:
-    import xllamacpp
+    try:
+        import xllamacpp
+    except ImportError:
+        raise EngineError("llama.cpp is not installed: scripts/install-engine.sh .venv/bin/python all "
+                          "(or pip install xllamacpp==2026.10.11549)") from None
 
     params = xllamacpp.CommonParams()
     params.model.path = path

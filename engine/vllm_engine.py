@@ -78,8 +78,12 @@ class VllmEngine:
     def _build(self) -> Any:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
+        try:
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+        except ImportError:
+            raise EngineError("vLLM is not installed: scripts/install-engine.sh .venv/bin/python all installs "
+                              "its CPU build") from None
 
         from engine.vllm_stats import stats_logger_factory
 

@@ -90,13 +90,14 @@ def test_a_closed_stream_frees_its_slot_at_once(llamacpp: LiveServer):
 
 def test_tools_and_structured_outputs(llamacpp: LiveServer):
     client = llamacpp.client()
-    forced = ask(client, "What is the weather in Paris?", max_tokens=60, tools=[WEATHER], tool_choice="required")
+    forced = ask(client, "What is the weather in Paris?", max_tokens=100, temperature=0, tools=[WEATHER],
+                 tool_choice="required")
     call = forced.choices[0].message.tool_calls[0]
     assert forced.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
     assert "city" in json.loads(call.function.arguments)
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"], "additionalProperties": False}
-    person = ask(client, "Make up a person.", max_tokens=80,
+    person = ask(client, "Make up a person.", max_tokens=100, temperature=0,
                  response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
     parsed = json.loads(person.choices[0].message.content)
     assert set(parsed) == {"name", "age"} and isinstance(parsed["age"], int)
