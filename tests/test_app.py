@@ -91,7 +91,8 @@ def test_flags_and_clean_ctrl_c(tmp_path):
 @pytest.mark.vllm
 def test_an_engine_that_cannot_start_stops_the_process_with_one_line(vllm_installed):
     port = free_port()
-    proc = start("--port", str(port), "--set", "engine.vllm.extra_args={max_num_seqz: 4}", "--set", "logging.file=")
+    proc = start("--port", str(port), "--engine", "vllm", "--set", "engine.vllm.extra_args={max_num_seqz: 4}",
+                 "--set", "logging.file=")
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert "the engine failed to start: engine.vllm.extra_args.max_num_seqz: not an argument of vLLM's" in out
