@@ -12,6 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
+import httpx
 import openai
 import pytest
 
@@ -83,9 +84,22 @@ def test_a_closed_stream_frees_its_slot_at_once(llamacpp: LiveServer):
     stream.close()
     llamacpp.wait_for(lambda s: s["running"] == 0, timeout=10)
     deadline = time.monotonic() + 10
-    while llamacpp.services.engine.stats().running and time.monotonic() < deadline:
+    while busy_slots(llamacpp) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert llamacpp.services.engine.stats().running == 0
+    assert busy_slots(llamacpp) == 0  # as llama.cpp itself reports its slots
+
+
+def busy_slots(live: LiveServer) -> int:
+    engine = live.services.engine
+    slots = httpx.get(engine._server.listening_address + "/slots", headers=engine._http.headers, timeout=5).json()
+    return sum(slot["is_processing"] for slot in slots)
+
+
+def test_the_engines_own_port_refuses_callers_without_its_key(llamacpp: LiveServer):
+    """Nobody on the machine reaches llama.cpp around our scheduler."""
+    address = llamacpp.services.engine._server.listening_address
+    answer = httpx.post(address + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert answer.status_code == 401
 
 
 def test_tools_and_structured_outputs(llamacpp: LiveServer):
