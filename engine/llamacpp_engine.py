@@ -29,7 +29,7 @@ from engine.base import Capabilities, EngineError, EngineRejected, EngineStats
 from engine.chat_template import CHATML_TOOLS, openai_message, render, tool_dicts, tool_format
 from engine.hermes import split_tool_calls
 from engine.model_files import resolve_gguf
-from engine.openai_wire import ChunkReader, tool_fields
+from engine.openai_wire import sse_deltas, tool_fields
 from settings.schema import EngineConfig, LlamaCppConfig
 
 log = logging.getLogger("gpt_oss_webui.engine")
@@ -126,20 +126,10 @@ class LlamaCppEngine:
             self._running -= 1
 
     async def _read(self, response: httpx.Response) -> AsyncIterator[Delta]:
-        reader = ChunkReader()
-        async for line in response.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise EngineError(str(chunk["error"].get("message", chunk["error"])))
-            for delta in reader.feed(chunk):
-                self._generated += delta.num_tokens
-                self._cached_tokens += delta.cached_tokens
-                yield delta
-            if reader.done:
-                return
-        yield Delta("", 0, reader.finish_reason())
+        async for delta in sse_deltas(response.aiter_lines()):
+            self._generated += delta.num_tokens
+            self._cached_tokens += delta.cached_tokens
+            yield delta
 
     async def abort(self, request_id: str) -> None:
         """Nothing to do: the scheduler cancels the generator, which closes the stream."""

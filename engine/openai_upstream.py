@@ -21,7 +21,7 @@ import httpx
 from core.types import ChatMessage, Delta, GenParams, Prompt, Tool
 from engine.base import Capabilities, EngineError, EngineRejected, EngineStats
 from engine.chat_template import openai_message, tool_dicts
-from engine.openai_wire import ChunkReader, sampling_fields, tool_fields
+from engine.openai_wire import sampling_fields, sse_deltas, tool_fields
 from engine.upstream_pool import Upstream, UpstreamPool, read_vllm_metrics
 from settings.schema import EngineConfig, OpenAIUpstreamConfig
 
@@ -158,19 +158,9 @@ class OpenAIUpstreamEngine:
             raise UpstreamUnavailable(f"{upstream.url}: {type(exc).__name__} {exc}".strip()) from None
 
     async def _deltas(self, response: httpx.Response) -> AsyncIterator[Delta]:
-        reader = ChunkReader()
-        async for line in response.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise EngineError(str(chunk["error"].get("message", chunk["error"])))
-            for delta in reader.feed(chunk):
-                self._generated += delta.num_tokens
-                yield delta
-            if reader.done:
-                return
-        yield Delta("", 0, reader.finish_reason())
+        async for delta in sse_deltas(response.aiter_lines()):
+            self._generated += delta.num_tokens
+            yield delta
 
     def _body(self, prompt: Prompt, params: GenParams) -> dict[str, Any]:
         body: dict[str, Any] = {

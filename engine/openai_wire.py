@@ -3,9 +3,11 @@ streamed answer back: for the servers behind a gateway."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, AsyncIterator
 
 from core.types import Delta, GenParams, TokenLogprob, ToolCallDelta
+from engine.base import EngineError
 
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 
@@ -82,3 +84,19 @@ class ChunkReader:
 
     def finish_reason(self) -> str:
         return _FINISH.get(self.finish or "stop", "stop")
+
+
+async def sse_deltas(lines: AsyncIterator[str]) -> AsyncIterator[Delta]:
+    """The `data:` lines of an OpenAI stream as deltas; an error chunk raises."""
+    reader = ChunkReader()
+    async for line in lines:
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if "error" in chunk:
+            raise EngineError(str(chunk["error"].get("message", chunk["error"])))
+        for delta in reader.feed(chunk):
+            yield delta
+        if reader.done:
+            return
+    yield Delta("", 0, reader.finish_reason())
