@@ -76,12 +76,15 @@ class LlamaCppEngine:
         self._server = server
 
     async def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is None:
+        if self._server is None:
             return
         if self._http is not None:
             await self._http.aclose()
-        await asyncio.to_thread(_free, server)
+        await asyncio.to_thread(self._free)
+
+    def _free(self) -> None:
+        """Drops the last reference off the event loop: the destructor joins llama.cpp's threads."""
+        self._server = None
 
     async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
                       tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
@@ -196,10 +199,6 @@ def _load(config: LlamaCppConfig, path: str, key: str) -> Any:
         return xllamacpp.Server(params)
     except RuntimeError as exc:
         raise EngineError(f"llama.cpp could not load {path}: {exc}") from None
-
-
-def _free(server: Any) -> None:
-    del server
 
 
 def _refusal(status: int, raw: bytes) -> EngineError:
