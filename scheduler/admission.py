@@ -11,8 +11,9 @@ class AdmissionController:
     an admitted request never runs the engine out of memory (an engine without a local budget,
     `token_budget` None, is counted by slots only). `paused` stops admissions without
     touching what is running. A share of the limit (`high_reserve`, rounded down) is kept from low
-    and medium requests. High requests count only their own class against the limit (never past
-    `upper`, the engine's slots): a high request never waits for lower ones to finish, and while
+    and medium requests. High requests count only their own class against the limit, or against
+    `high_slots` where their own traffic needs more (never past `upper`, the engine's slots): a
+    high request never waits for lower ones to finish, and while
     it runs above the limit the lower classes wait until the total is back under it, so the
     overshoot lasts one lower request's lifetime at most. While a high request waits for its first
     token no lower one starts: a prompt prefilled in the same engine step would delay it."""
@@ -25,6 +26,7 @@ class AdmissionController:
         self.token_budget = token_budget
         self.block_size = block_size
         self.paused = False
+        self.high_slots = 0
         self._running: dict[str, int] = {}
         self._high: set[str] = set()
         self._high_prefilling: set[str] = set()
@@ -40,7 +42,7 @@ class AdmissionController:
 
     def slots_for(self, priority: PriorityClass) -> int:
         if priority is PriorityClass.HIGH:
-            return min(self.upper, self.max_concurrency)
+            return min(self.upper, max(self.max_concurrency, self.high_slots))
         return max(1, self.max_concurrency - int(self.max_concurrency * self.high_reserve))
 
     def _has_slot(self, priority: PriorityClass) -> bool:
@@ -54,7 +56,7 @@ class AdmissionController:
         if self.paused or running >= self.upper:
             return False
         lower_may = not self._high_prefilling and running < max(1, limit - int(limit * self.high_reserve))
-        return len(self._high) < limit or lower_may
+        return len(self._high) < self.slots_for(PriorityClass.HIGH) or lower_may
 
     def cost(self, request: Request) -> int:
         blocks = -(-request.cost_tokens // self.block_size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Callable
 
 from scheduler.request import PriorityClass
 
@@ -69,11 +70,18 @@ class ArrivalRates:
 
     def above(self, priority: PriorityClass, now: float) -> float:
         """Arrivals per second of the classes ranked above `priority`."""
+        return self._rate(now, lambda cls: cls.rank < priority.rank)
+
+    def of(self, priority: PriorityClass, now: float) -> float:
+        """Arrivals per second of `priority` itself."""
+        return self._rate(now, lambda cls: cls is priority)
+
+    def _rate(self, now: float, counted: Callable[[PriorityClass], bool]) -> float:
         count = 0
         for cls, times in self._arrivals.items():
             while times and times[0] < now - self.window_s:
                 times.popleft()
-            if cls.rank < priority.rank:
+            if counted(cls):
                 count += len(times)
         seen = now - self._first if self._first is not None else 0.0
         return count / min(self.window_s, max(MIN_SPAN_S, seen))

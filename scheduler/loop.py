@@ -19,6 +19,7 @@ from scheduler.estimate import ArrivalRates, DrainEstimator
 from scheduler.caller_share import CallerShare
 from scheduler.events import Listener, QueueEvent
 from scheduler.fair_share import VirtualTokenCounter
+from scheduler.high_demand import HighDemand
 from scheduler.limit import ConcurrencyLimit
 from scheduler.outcome import Outcome
 from scheduler.pace import TokenPace
@@ -49,6 +50,7 @@ class Scheduler:
         self.pressure = PressureMonitor(config.pressure)
         self.drain = DrainEstimator()
         self.arrivals = ArrivalRates()
+        self.high_demand = HighDemand()
         self.pace = TokenPace()
         fair = config.fair_share
         self.share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
@@ -245,6 +247,8 @@ class Scheduler:
             batch_tpot = self.pace.since(batch_mark)
             if decoded >= _MIN_DECODED and first is not None and last is not None and batch_tpot:
                 self.limit.finished((last - first) / decoded, batch_tpot)
+            if request.priority is PriorityClass.HIGH and first is not None:
+                self.high_demand.finished(first - (request.dispatched_at or first), decoded, self.limit.target_s)
         except asyncio.CancelledError:
             outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
             await self.engine.abort(request.request_id)
@@ -336,11 +340,12 @@ class Scheduler:
     def adjust_limit(self) -> None:
         """One step of the adaptive running limit, from the TPOT measured since the last step."""
         tpot, running = self.pace.take()
-        before = self.admission.max_concurrency
+        before = self.admission.max_concurrency, self.admission.high_slots
         self.admission.max_concurrency = self.limit.update(tpot, running)
-        if self.admission.max_concurrency != before:
-            log.debug("running limit %d -> %d (tpot=%.3fs over %.1f running)", before,
-                      self.admission.max_concurrency, tpot or 0.0, running)
+        self.admission.high_slots = self.high_demand.slots(self.arrivals.of(PriorityClass.HIGH, self.clock()))
+        if (self.admission.max_concurrency, self.admission.high_slots) != before:
+            log.debug("running limit %d -> %d, high slots %d (tpot=%.3fs over %.1f running)", before[0],
+                      self.admission.max_concurrency, self.admission.high_slots, tpot or 0.0, running)
             self._dispatch()
 
     def expire_waiters(self) -> None:

@@ -208,6 +208,23 @@ async def test_high_takes_the_slots_kept_for_it_while_low_waits():
     await stop(sched)
 
 
+async def test_highs_start_past_a_fallen_limit_while_their_own_traffic_needs_the_slots():
+    clock = FakeClock()
+    sched = await started(slots=8, clock=clock)
+    for ticket in [sched.submit(make_request(P.HIGH, max_tokens=9)) for _ in range(2)]:
+        await events_until_done(ticket)
+    for _ in range(10):
+        sched.arrivals.record(P.HIGH, clock())  # 2 a second, in the engine 0.72 s each at the objective
+    sched.adjust_limit()
+    sched.admission.max_concurrency = 2  # the running limit fell (prefill stalls read as slow decoding)
+    assert sched.admission.high_slots == 5
+    lows = [sched.submit(make_request(P.LOW, max_tokens=2000)) for _ in range(3)]
+    highs = [sched.submit(make_request(P.HIGH, max_tokens=2000)) for _ in range(6)]
+    assert [t.request.state.value for t in lows] == ["running", "running", "queued"]
+    assert [t.request.state.value for t in highs] == ["running"] * 5 + ["queued"]
+    await stop(sched)
+
+
 async def test_a_high_behind_an_aged_low_head_still_takes_its_slot():
     clock = FakeClock()
     sched = await started(slots=10, latency_ms=50, clock=clock)

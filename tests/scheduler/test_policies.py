@@ -6,6 +6,7 @@ import pytest
 
 from scheduler.admission import AdmissionController
 from scheduler.estimate import MIN_SPAN_S, ArrivalRates, DrainEstimator
+from scheduler.high_demand import HighDemand
 from scheduler.pressure import PressureMonitor
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
 from scheduler.request import PriorityClass as P
@@ -29,6 +30,35 @@ def test_high_counts_only_its_own_class_against_the_limit():
         adm.admit(make_request(P.HIGH))
     assert adm.running == 30 and not adm.fits(make_request(P.HIGH))  # never past the engine's slots
     assert AdmissionController(max_concurrency=1, token_budget=100, high_reserve=0.5).slots_for(P.LOW) == 1
+
+
+def test_high_may_hold_the_slots_its_own_traffic_keeps_busy_above_a_fallen_limit():
+    adm = AdmissionController(max_concurrency=3, token_budget=None, upper=8)
+    adm.high_slots = 5
+    for _ in range(5):
+        assert adm.fits(make_request(P.HIGH))
+        adm.admit(make_request(P.HIGH))
+    assert not adm.fits(make_request(P.HIGH)) and not adm.has_any_slot()
+    adm.high_slots = 20
+    assert adm.slots_for(P.HIGH) == 8 and adm.slots_for(P.LOW) == 3  # the engine's slots bound it; low keeps the limit
+
+
+def test_high_demand_is_rate_times_service_at_the_objective_plus_its_spread():
+    demand = HighDemand()
+    assert demand.slots(2.0) == 0  # nothing finished yet: no estimate
+    demand.finished(first_token_s=0.5, decoded=15, target_tpot_s=0.1)  # 2 s in the engine at the objective
+    assert demand.slots(0.0) == 0
+    assert demand.slots(2.0) == math.ceil(4 + 2.33 * 2)  # 4 in the engine on average, 99 % under 9
+    for _ in range(50):
+        demand.finished(first_token_s=0.2, decoded=8, target_tpot_s=0.1)  # shorter answers now
+    assert demand.service_s == pytest.approx(1.0, rel=0.01) and demand.slots(2.0) == math.ceil(2 + 2.33 * 2 ** 0.5)
+
+
+def test_arrival_rate_of_one_class():
+    rates = ArrivalRates(window_s=30.0)
+    for i in range(20):
+        rates.record(P.HIGH if i % 4 == 0 else P.LOW, 100.0 + i)
+    assert rates.of(P.HIGH, now=120.0) == pytest.approx(5 / 20) and rates.of(P.MEDIUM, now=120.0) == 0.0
 
 
 def test_no_lower_request_starts_while_a_high_one_waits_for_its_first_token():
