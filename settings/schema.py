@@ -310,6 +310,23 @@ class LoggingConfig(Section):
     backup_count: int = Field(5, ge=0)
 
 
+class HistoryConfig(Section):
+    """The conversations the page keeps on the server, per signed-in caller (or per browser on an
+    open server): one SQLite file through aiosqlite, beside the response cache."""
+
+    enabled: bool = Field(True, description="keep each caller's page conversations on the server")
+    path: str = Field("data/conversations.sqlite3", description="the SQLite file, next to the response cache's")
+    max_conversations: int = Field(1000, ge=1, description="conversations per caller; past it the least recently "
+                                                           "used one goes first")
+    max_messages: int = Field(1000, ge=2, description="messages per conversation; past it its oldest go first")
+
+
+class UiConfig(Section):
+    """The page's own settings (server.ui turns the page on)."""
+
+    history: HistoryConfig = Field(default_factory=HistoryConfig, description="conversation history")
+
+
 class Config(Section):
     server: ServerConfig = Field(default_factory=ServerConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
@@ -320,6 +337,7 @@ class Config(Section):
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    ui: UiConfig = Field(default_factory=UiConfig)
 
 
 def field_bounds(section: type[BaseModel], name: str) -> tuple[float | None, float | None]:
