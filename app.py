@@ -2,6 +2,7 @@
 
     python app.py [--config config.yaml] [--preset team] [--engine sim] [--host H] [--port P]
                   [--set dotted.key=value ...]
+    python app.py --help-config      # every config key: type, default, bounds, description
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, help="port (default 8000)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key, e.g. --set scheduler.max_concurrency=4 (repeatable)")
+    parser.add_argument("--help-config", action="store_true",
+                        help="print every config key (type, default, bounds, description) and exit")
     return parser.parse_args(argv)
 
 
@@ -94,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = parse_args(argv)
+        if args.help_config:  # the reference docs/configuration.md holds, from the same schema
+            from scripts.config_docs import render_text
+
+            print(render_text(), end="")
+            return 0
         config = build_config(args)
         app, services = build_app(config, engine_failed, args.config)
     except (ConfigError, ValueError) as exc:
