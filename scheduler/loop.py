@@ -22,7 +22,7 @@ from scheduler.fair_share import VirtualTokenCounter
 from scheduler.high_demand import HighDemand
 from scheduler.limit import ConcurrencyLimit
 from scheduler.outcome import Outcome
-from scheduler.pace import TokenPace
+from scheduler.pace import PrefillWatch, TokenPace
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
 from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
@@ -52,6 +52,7 @@ class Scheduler:
         self.arrivals = ArrivalRates()
         self.high_demand = HighDemand()
         self.pace = TokenPace()
+        self.prefills = PrefillWatch()
         fair = config.fair_share
         self.share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
         self.closed = False
@@ -210,6 +211,7 @@ class Scheduler:
         request.state, request.dispatched_at = RequestState.RUNNING, now
         request.params.priority = request.priority.rank
         self.admission.admit(request)
+        self.prefills.started(request.request_id)
         self.share.started(request)
         self._recent_waits.append((now, wait))
         ticket = self._tickets[request.request_id]
@@ -234,13 +236,15 @@ class Scheduler:
                 ticket.events.put_nowait(delta)
                 now = self.clock()
                 if first is None:
+                    self.prefills.ended(request.request_id, now)
                     first, batch_mark = now, self.pace.mark()
                     self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
                                           elapsed_s=now - request.arrival))
                     if self.admission.first_token(request.request_id):
                         self._dispatch()
                 else:
-                    self.pace.record(now - last, delta.num_tokens, self.admission.running)
+                    stalled = self.prefills.overlaps(last)
+                    self.pace.record(now - last, delta.num_tokens, self.admission.running, stalled)
                     decoded += delta.num_tokens
                 self.share.served(request.caller, output_tokens=delta.num_tokens)
                 last = now
@@ -285,6 +289,7 @@ class Scheduler:
 
     def _release(self, request: Request) -> None:
         self.admission.release(request.request_id)
+        self.prefills.ended(request.request_id, self.clock())
         self.share.ended(request)
 
     def position(self, request_id: str) -> int | None:

@@ -1,42 +1,83 @@
 """Time per output token as the engine delivers it: the gaps between a sequence's outputs.
 
 Measured where every engine's output passes (the scheduler), so the adaptive limit works the same
-over vLLM, the simulator or any future backend, and sees what clients see, prefill stalls included.
+over vLLM, the simulator or any future backend. The limit reads only the gaps during which no
+prompt was being prefilled: a prefill stalls every running sequence's step by the same time
+whatever the batch, so on an engine whose prefill is slow next to a decode step (llama.cpp on a CPU:
+0.2-0.3 s per prompt against 30-100 ms a step) those gaps said "too many running" when cutting the
+batch only queued work without making the next prefill shorter. What prefills add to the TPOT
+clients see is left to the set point, which is trimmed by each request's own TPOT over the batch's
+prefill-free TPOT during its life.
 """
 
 from __future__ import annotations
 
 
-class TokenPace:
-    """Accumulates gaps over one control interval; `take` returns the interval's figures and resets.
-    Running totals besides give the mean TPOT between any two moments (`mark`, `since`)."""
+class PrefillWatch:
+    """Which moments had a prompt in prefill: from a request's admission to its first token."""
 
     def __init__(self) -> None:
-        self._seconds = 0.0
-        self._tokens = 0
-        self._running_tokens = 0.0
+        self._pending: set[str] = set()
+        self._last_end = float("-inf")
+
+    def started(self, request_id: str) -> None:
+        self._pending.add(request_id)
+
+    def ended(self, request_id: str, now: float) -> None:
+        if request_id in self._pending:
+            self._pending.discard(request_id)
+            self._last_end = now
+
+    def overlaps(self, since: float) -> bool:
+        """Whether a prefill ran at any moment after `since` until now."""
+        return bool(self._pending) or self._last_end > since
+
+
+_CLEAN_SHARE = 0.25  # fewer prefill-free tokens than this (prompts arriving back to back): read them all
+
+
+class _Sums:
+    def __init__(self) -> None:
+        self.seconds, self.tokens, self.running_tokens = 0.0, 0, 0.0
+
+    def add(self, gap_s: float, tokens: int, running: int) -> None:
+        self.seconds += gap_s
+        self.tokens += tokens
+        self.running_tokens += running * tokens
+
+
+class TokenPace:
+    """Accumulates gaps over one control interval, the prefill-free ones apart; `take` returns the
+    interval's figures and resets. Running totals besides give the mean prefill-free TPOT between
+    any two moments (`mark`, `since`)."""
+
+    def __init__(self) -> None:
+        self._all, self._clean = _Sums(), _Sums()
         self._total: tuple[float, int] = (0.0, 0)
 
-    def record(self, gap_s: float, tokens: int, running: int) -> None:
+    def record(self, gap_s: float, tokens: int, running: int, during_prefill: bool = False) -> None:
         if tokens <= 0:
             return
-        self._seconds += max(gap_s, 0.0)
-        self._tokens += tokens
-        self._running_tokens += running * tokens
-        self._total = (self._total[0] + max(gap_s, 0.0), self._total[1] + tokens)
+        gap_s = max(gap_s, 0.0)
+        self._all.add(gap_s, tokens, running)
+        if not during_prefill:
+            self._clean.add(gap_s, tokens, running)
+            self._total = (self._total[0] + gap_s, self._total[1] + tokens)
 
     def mark(self) -> tuple[float, int]:
         return self._total
 
     def since(self, mark: tuple[float, int]) -> float | None:
-        """The token-weighted mean TPOT of every sequence since `mark`; None when nothing was decoded."""
+        """The token-weighted mean prefill-free TPOT since `mark`; None when no such token came."""
         tokens = self._total[1] - mark[1]
         return (self._total[0] - mark[0]) / tokens if tokens else None
 
     def take(self) -> tuple[float | None, float]:
-        """(token-weighted mean TPOT or None when nothing was decoded, mean running sequences)."""
-        if not self._tokens:
+        """(token-weighted mean TPOT or None when nothing was decoded, mean running sequences), over
+        the prefill-free gaps unless prefills left too few of them."""
+        if not self._all.tokens:
             return None, 0.0
-        tpot, running = self._seconds / self._tokens, self._running_tokens / self._tokens
-        self._seconds, self._tokens, self._running_tokens = 0.0, 0, 0.0
+        sums = self._clean if self._clean.tokens >= _CLEAN_SHARE * self._all.tokens else self._all
+        tpot, running = sums.seconds / sums.tokens, sums.running_tokens / sums.tokens
+        self._all, self._clean = _Sums(), _Sums()
         return tpot, running

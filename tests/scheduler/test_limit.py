@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.limit import ConcurrencyLimit
-from scheduler.pace import TokenPace
+from scheduler.pace import PrefillWatch, TokenPace
 from settings.schema import LimitConfig
 
 OBJECTIVE = 0.1
@@ -114,6 +114,30 @@ def test_pace_gives_the_mean_tpot_between_two_moments():
     pace.take()  # the control interval's reset leaves the running totals
     pace.record(0.4, 2, running=2)
     assert pace.since(mark) == pytest.approx(0.15)
+
+
+def test_pace_reads_only_the_gaps_without_a_prefill_unless_prefills_left_too_few():
+    pace = TokenPace()
+    mark = pace.mark()
+    pace.record(0.05, 3, running=8)
+    pace.record(0.35, 1, running=8, during_prefill=True)  # a prompt's prefill stalled this step
+    assert pace.take() == (pytest.approx(0.05), pytest.approx(8.0))
+    assert pace.since(mark) == pytest.approx(0.05)
+    pace.record(0.05, 1, running=4)
+    pace.record(0.3, 4, running=10, during_prefill=True)  # prompts back to back: one clean token in five
+    tpot, running = pace.take()
+    assert tpot == pytest.approx(0.35 / 5) and running == pytest.approx(8.8)
+
+
+def test_prefill_watch_knows_whether_a_gap_had_a_prompt_in_prefill():
+    watch = PrefillWatch()
+    assert not watch.overlaps(since=0.0)
+    watch.started("a")
+    assert watch.overlaps(since=10.0)  # still waiting for its first token
+    watch.ended("a", now=10.5)
+    assert watch.overlaps(since=10.0) and not watch.overlaps(since=10.5)
+    watch.ended("never-started", now=20.0)
+    assert not watch.overlaps(since=11.0)
 
 
 SPREAD = [0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15, 1.2, 0.95]  # requests' own TPOT around the batch's
