@@ -119,7 +119,7 @@ def test_pace_gives_the_mean_tpot_between_two_moments():
 def test_pace_reads_only_the_gaps_without_a_prefill_unless_prefills_left_too_few():
     pace = TokenPace()
     mark = pace.mark()
-    pace.record(0.05, 3, running=8)
+    pace.record(0.15, 3, running=8)
     pace.record(0.35, 1, running=8, during_prefill=True)  # a prompt's prefill stalled this step
     assert pace.take() == (pytest.approx(0.05), pytest.approx(8.0))
     assert pace.since(mark) == pytest.approx(0.05)
