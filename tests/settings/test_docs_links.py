@@ -70,7 +70,7 @@ def test_readme_is_a_short_front_door_into_every_guide():
     assert len(readme.read_text(encoding="utf-8").splitlines()) <= 160
     linked = {(ROOT / target.partition("#")[0]).resolve() for target in links(readme) if target.startswith("docs/")}
     guides = {path.resolve() for path in (ROOT / "docs").glob("*.md")}
-    assert guides - linked == set()
+    assert guides - linked == set(), "link each guide from the table of contents in README.md"
 
 
 def test_the_link_checker_sees_a_broken_link(tmp_path):
