@@ -211,7 +211,6 @@ class Scheduler:
         request.state, request.dispatched_at = RequestState.RUNNING, now
         request.params.priority = request.priority.rank
         self.admission.admit(request)
-        self.prefills.started(request.request_id)
         self.share.started(request)
         self._recent_waits.append((now, wait))
         ticket = self._tickets[request.request_id]
@@ -236,7 +235,7 @@ class Scheduler:
                 ticket.events.put_nowait(delta)
                 now = self.clock()
                 if first is None:
-                    self.prefills.ended(request.request_id, now)
+                    self.prefills.ended(now)
                     first, batch_mark = now, self.pace.mark()
                     self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
                                           elapsed_s=now - request.arrival))
@@ -289,7 +288,6 @@ class Scheduler:
 
     def _release(self, request: Request) -> None:
         self.admission.release(request.request_id)
-        self.prefills.ended(request.request_id, self.clock())
         self.share.ended(request)
 
     def position(self, request_id: str) -> int | None:

@@ -14,26 +14,22 @@ from __future__ import annotations
 
 
 class PrefillWatch:
-    """Which moments had a prompt in prefill: from a request's admission to its first token."""
+    """When a prompt's prefill last ended: the engine step that yields a request's first token is
+    the one its prefill stretched, for every sequence decoding beside it."""
 
     def __init__(self) -> None:
-        self._pending: set[str] = set()
         self._last_end = float("-inf")
 
-    def started(self, request_id: str) -> None:
-        self._pending.add(request_id)
-
-    def ended(self, request_id: str, now: float) -> None:
-        if request_id in self._pending:
-            self._pending.discard(request_id)
-            self._last_end = now
+    def ended(self, now: float) -> None:
+        self._last_end = now
 
     def overlaps(self, since: float) -> bool:
-        """Whether a prefill ran at any moment after `since` until now."""
-        return bool(self._pending) or self._last_end > since
+        """Whether a prefill ended after `since`: the gap from then to now held one."""
+        return self._last_end > since
 
 
-_CLEAN_SHARE = 0.25  # fewer prefill-free tokens than this (prompts arriving back to back): read them all
+_CLEAN_SHARE = 0.25  # fewer prefill-free tokens than this: no reading (a burst of prompts prefilling)...
+_HELD_MAX = 5  # ...unless it lasts this many intervals: on an engine always prefilling, read every gap
 
 
 class _Sums:
@@ -54,6 +50,7 @@ class TokenPace:
     def __init__(self) -> None:
         self._all, self._clean = _Sums(), _Sums()
         self._total: tuple[float, int] = (0.0, 0)
+        self._held = 0
 
     def record(self, gap_s: float, tokens: int, running: int, during_prefill: bool = False) -> None:
         if tokens <= 0:
@@ -73,11 +70,18 @@ class TokenPace:
         return (self._total[0] - mark[0]) / tokens if tokens else None
 
     def take(self) -> tuple[float | None, float]:
-        """(token-weighted mean TPOT or None when nothing was decoded, mean running sequences), over
-        the prefill-free gaps unless prefills left too few of them."""
-        if not self._all.tokens:
+        """(token-weighted mean TPOT or None, mean running sequences), over the prefill-free gaps;
+        None when nothing was decoded, or while prefills leave too few such gaps."""
+        sums, self._all, self._clean = self._reading(), _Sums(), _Sums()
+        if sums is None:
             return None, 0.0
-        sums = self._clean if self._clean.tokens >= _CLEAN_SHARE * self._all.tokens else self._all
-        tpot, running = sums.seconds / sums.tokens, sums.running_tokens / sums.tokens
-        self._all, self._clean = _Sums(), _Sums()
-        return tpot, running
+        return sums.seconds / sums.tokens, sums.running_tokens / sums.tokens
+
+    def _reading(self) -> _Sums | None:
+        if not self._all.tokens:
+            return None
+        if self._clean.tokens >= _CLEAN_SHARE * self._all.tokens:
+            self._held = 0
+            return self._clean
+        self._held += 1
+        return self._all if self._held >= _HELD_MAX else None
