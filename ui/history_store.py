@@ -1,0 +1,279 @@
+"""The page's conversations, kept on the server: one SQLite file (WAL) through aiosqlite.
+
+Every read and write names its owner (the signed-in caller, or an anonymous browser) next to the
+conversation's id, and a conversation of another owner does not exist for it: that, not the
+page, is what keeps one user's conversations from another. Each message is committed when it is
+written, so a `kill -9` loses at most the unsaved tail of an answer still streaming; an answer
+that was streaming when the server died is marked `interrupted` when the file is next opened.
+Bounded per owner (`max_conversations`, least recently used first) and per conversation
+(`max_messages`, oldest first)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import aiosqlite
+
+from core.sqlite_file import open_or_set_aside
+from settings.schema import HistoryConfig
+
+log = logging.getLogger("gpt_oss_webui.history")
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS conversations (
+        id TEXT PRIMARY KEY, owner TEXT NOT NULL, title TEXT NOT NULL, created REAL NOT NULL,
+        updated REAL NOT NULL, settings TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (owner, updated)",
+    """CREATE TABLE IF NOT EXISTS messages (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT NOT NULL, role TEXT NOT NULL,
+        content TEXT NOT NULL, reasoning TEXT NOT NULL, details TEXT NOT NULL, outcome TEXT NOT NULL,
+        reason TEXT NOT NULL, created REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
+)
+STREAMING, INTERRUPTED = "streaming", "interrupted"
+TITLE_CHARS = 80
+
+
+@dataclass(slots=True)
+class StoredMessage:
+    """One turn. `outcome` is empty for a user's message; for an answer: done, stopped, refused,
+    failed, streaming (being written now) or interrupted (the server stopped during it)."""
+
+    role: str
+    content: str
+    reasoning: str = ""
+    details: dict[str, Any] = field(default_factory=dict)  # class, wait_s, tokens, tokens_per_s, cached, caller
+    outcome: str = ""
+    reason: str = ""
+    created: float = 0.0
+    id: int | None = None
+
+
+@dataclass(slots=True)
+class Summary:
+    id: str
+    title: str
+    created: float
+    updated: float
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: str
+    title: str
+    created: float
+    updated: float
+    settings: dict[str, Any]
+    messages: list[StoredMessage]
+
+
+def title_from(text: str) -> str:
+    """The first line of the first message, shortened: what the sidebar shows until renamed."""
+    line = " ".join(text.split())
+    return (line[: TITLE_CHARS - 1] + "…") if len(line) > TITLE_CHARS else (line or "…")
+
+
+class HistoryStore:
+    def __init__(self, config: HistoryConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()  # one multi-statement change at a time on the one connection
+
+    @property
+    def available(self) -> bool:
+        """Off by configuration, or a file that could not be opened at all: the page chats on."""
+        return self._db is not None
+
+    async def open(self) -> None:
+        if not self.config.enabled:
+            return
+        try:
+            self._db = await open_or_set_aside(Path(self.config.path), self._setup, log, self.clock)
+        except (OSError, sqlite3.Error) as exc:
+            log.error("conversation history is off: %s could not be opened (%s)", self.config.path, exc)
+            self._db = None
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
+
+    async def _setup(self, db: aiosqlite.Connection) -> None:
+        for statement in _SCHEMA:
+            await db.execute(statement)
+        await db.execute("UPDATE messages SET outcome = ?, reason = ? WHERE outcome = ?",
+                         (INTERRUPTED, "the server stopped during this answer", STREAMING))
+
+    async def create(self, owner: str, title: str, settings: dict[str, Any], created: float | None = None) -> str:
+        conversation_id = uuid.uuid4().hex
+        now = self.clock() if created is None else created
+        async with self._lock:
+            db = self._need()
+            await db.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+                             (conversation_id, owner, title_from(title), now, now, json.dumps(settings)))
+            await self._bound_conversations(db, owner)
+            await db.commit()
+        return conversation_id
+
+    async def list(self, owner: str, query: str = "", limit: int | None = None) -> list[Summary]:
+        """Newest first; `query` matches titles and message text, case-insensitively."""
+        if self._db is None:
+            return []
+        sql, args = "SELECT id, title, created, updated FROM conversations WHERE owner = ?", [owner]
+        if query.strip():
+            like = "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            sql += (" AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m WHERE "
+                    "m.conversation_id = conversations.id AND m.content LIKE ? ESCAPE '\\'))")
+            args += [like, like]
+        sql += " ORDER BY updated DESC, rowid DESC LIMIT ?"
+        args.append(limit or self.config.max_conversations)
+        async with self._db.execute(sql, args) as cursor:
+            return [Summary(*row) async for row in cursor]
+
+    async def get(self, owner: str, conversation_id: str) -> Conversation | None:
+        if self._db is None:
+            return None
+        async with self._db.execute("SELECT id, title, created, updated, settings FROM conversations "
+                                    "WHERE id = ? AND owner = ?", (conversation_id, owner)) as cursor:
+            row = await cursor.fetchone()
+        if row is None:
+            return None
+        async with self._db.execute("SELECT role, content, reasoning, details, outcome, reason, created, id "
+                                    "FROM messages WHERE conversation_id = ? ORDER BY id", (row[0],)) as cursor:
+            messages = [StoredMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], r[7])
+                        async for r in cursor]
+        return Conversation(row[0], row[1], row[2], row[3], json.loads(row[4]), messages)
+
+    async def rename(self, owner: str, conversation_id: str, title: str) -> bool:
+        if not title.strip():
+            return False
+        return await self._change("UPDATE conversations SET title = ? WHERE id = ? AND owner = ?",
+                                  (" ".join(title.split())[:200], conversation_id, owner))
+
+    async def save_settings(self, owner: str, conversation_id: str, settings: dict[str, Any]) -> bool:
+        return await self._change("UPDATE conversations SET settings = ? WHERE id = ? AND owner = ?",
+                                  (json.dumps(settings), conversation_id, owner))
+
+    async def delete(self, owner: str, conversation_id: str) -> bool:
+        if self._db is None:
+            return False
+        async with self._lock:
+            db = self._need()
+            cursor = await db.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner))
+            if cursor.rowcount:
+                await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            await db.commit()
+            return cursor.rowcount > 0
+
+    async def add(self, owner: str, conversation_id: str, message: StoredMessage) -> int | None:
+        """The new message's id, committed; None where the conversation is not this owner's."""
+        if self._db is None:
+            return None
+        async with self._lock:
+            db = self._need()
+            if not await self._owns(db, owner, conversation_id):
+                return None
+            created = message.created or self.clock()
+            cursor = await db.execute(
+                "INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, message.role, message.content, message.reasoning, json.dumps(message.details),
+                 message.outcome, message.reason, created))
+            await self._touch(db, conversation_id, created)
+            await db.execute("DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
+                             "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?)",
+                             (conversation_id, conversation_id, self.config.max_messages))
+            await db.commit()
+            return cursor.lastrowid
+
+    async def update(self, owner: str, conversation_id: str, message_id: int, message: StoredMessage) -> bool:
+        """An answer as it grows and when it ends, committed each time."""
+        if self._db is None:
+            return False
+        async with self._lock:
+            db = self._need()
+            if not await self._owns(db, owner, conversation_id):
+                return False
+            cursor = await db.execute(
+                "UPDATE messages SET content = ?, reasoning = ?, details = ?, outcome = ?, reason = ? "
+                "WHERE id = ? AND conversation_id = ?",
+                (message.content, message.reasoning, json.dumps(message.details), message.outcome, message.reason,
+                 message_id, conversation_id))
+            await self._touch(db, conversation_id, self.clock())
+            await db.commit()
+            return cursor.rowcount > 0
+
+    async def truncate(self, owner: str, conversation_id: str, keep: int) -> bool:
+        """Keeps the first `keep` messages: an edited message and a regenerated answer replace
+        every later turn."""
+        if self._db is None:
+            return False
+        async with self._lock:
+            db = self._need()
+            if not await self._owns(db, owner, conversation_id):
+                return False
+            await db.execute("DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
+                             "WHERE conversation_id = ? ORDER BY id LIMIT ?)", (conversation_id, conversation_id, keep))
+            await db.commit()
+            return True
+
+    async def import_conversation(self, owner: str, title: str, settings: dict[str, Any],
+                                  messages: list[StoredMessage], created: float | None = None) -> str:
+        """One imported conversation, committed whole."""
+        conversation_id = uuid.uuid4().hex
+        now = self.clock()
+        created = created or now
+        async with self._lock:
+            db = self._need()
+            await db.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+                             (conversation_id, owner, title_from(title), created, now, json.dumps(settings)))
+            await db.executemany(
+                "INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(conversation_id, m.role, m.content, m.reasoning, json.dumps(m.details),
+                  INTERRUPTED if m.outcome == STREAMING else m.outcome, m.reason, m.created or created)
+                 for m in messages[-self.config.max_messages:]])
+            await self._bound_conversations(db, owner)
+            await db.commit()
+        return conversation_id
+
+    async def _change(self, sql: str, args: tuple) -> bool:
+        if self._db is None:
+            return False
+        async with self._lock:
+            db = self._need()
+            cursor = await db.execute(sql, args)
+            await db.commit()
+            return cursor.rowcount > 0
+
+    def _need(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("conversation history is not open")
+        return self._db
+
+    @staticmethod
+    async def _owns(db: aiosqlite.Connection, owner: str, conversation_id: str) -> bool:
+        async with db.execute("SELECT 1 FROM conversations WHERE id = ? AND owner = ?",
+                              (conversation_id, owner)) as cursor:
+            return await cursor.fetchone() is not None
+
+    @staticmethod
+    async def _touch(db: aiosqlite.Connection, conversation_id: str, when: float) -> None:
+        await db.execute("UPDATE conversations SET updated = MAX(updated, ?) WHERE id = ?", (when, conversation_id))
+
+    async def _bound_conversations(self, db: aiosqlite.Connection, owner: str) -> None:
+        async with db.execute("SELECT id FROM conversations WHERE owner = ? ORDER BY updated DESC, rowid DESC "
+                              "LIMIT -1 OFFSET ?", (owner, self.config.max_conversations)) as cursor:
+            old = [row[0] async for row in cursor]
+        for conversation_id in old:
+            await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+            await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
