@@ -40,6 +40,8 @@ class Services:
     responses: ChainedStore | None = None
     reasoning_seal: ReasoningSeal | None = None
     background: BackgroundResponses = field(default_factory=BackgroundResponses)
+    shared_counts: SharedCounts | None = None  # the limiter's counts on Redis, synced in the background
+    shared_usage: SharedUsage | None = None  # the usage ledger's minutes on Redis, likewise
 
 
 def build_services(config: Config) -> Services:
@@ -48,13 +50,17 @@ def build_services(config: Config) -> Services:
     scheduler = Scheduler(config.scheduler, engine)
     keyring = Keyring(config)
     state = config.state
+    # The local limiter and ledger know only the small interfaces they declare (SharedTally,
+    # MinuteSink); which implementation sits behind them is chosen here.
     counts = SharedCounts(state.redis_url, keyring.limits_by_name(), state.sync_interval_s) if state.shared_limits else None
-    usage = UsageLedger(shared=SharedUsage(state.redis_url, state.sync_interval_s) if state.shared_usage else None)
+    minutes = SharedUsage(state.redis_url, state.sync_interval_s) if state.shared_usage else None
+    usage = UsageLedger(shared=minutes)
     pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
                             usage)
     services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler),
                         responses=_responses(config),
-                        reasoning_seal=ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key")))
+                        reasoning_seal=ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key")),
+                        shared_counts=counts, shared_usage=minutes)
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)

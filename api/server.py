@@ -49,10 +49,11 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]
         if services.alerts is not None:
             background.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
-        if (shared := services.pipeline.limiter.shared) is not None:
-            background.append(asyncio.create_task(shared.run_forever(), name="shared-limits"))
-        if (usage := services.pipeline.usage).shared is not None:
-            background.append(asyncio.create_task(usage.shared.run_forever(usage), name="shared-usage"))
+        if services.shared_counts is not None:
+            background.append(asyncio.create_task(services.shared_counts.run_forever(), name="shared-limits"))
+        if services.shared_usage is not None:
+            background.append(asyncio.create_task(services.shared_usage.run_forever(services.pipeline.usage),
+                                                  name="shared-usage"))
         try:
             yield
         finally:

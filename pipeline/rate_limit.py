@@ -9,16 +9,23 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from pipeline.caller import Caller
 from pipeline.refusal import Refusal
 
-if TYPE_CHECKING:
-    from pipeline.shared_counts import SharedCounts
-
 WINDOW_S = 60.0
 DAY_S = 86_400.0
+
+
+class SharedTally(Protocol):
+    """Counts kept beyond this process (what the wiring hands in, e.g. one on Redis). `kind` is
+    "requests" or "tokens" (per `WINDOW_S`) or "day" (per UTC day)."""
+
+    def add(self, name: str, kind: str, amount: int) -> None: ...
+
+    def used(self, name: str, kind: str, local: int) -> int:
+        """Everyone's count; `local`, this process's, while nothing better is known."""
 
 
 class SlidingWindow:
@@ -63,10 +70,10 @@ class _Account:
 
 
 class RateLimiter:
-    """`shared`: counts of every gateway on the same Redis (pipeline/shared_counts.py); without it,
-    this process's own."""
+    """`shared`: counts kept beyond this process, as the wiring chooses; without it, this
+    process's own."""
 
-    def __init__(self, clock: Callable[[], float] = time.time, shared: SharedCounts | None = None) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, shared: SharedTally | None = None) -> None:
         self.clock = clock
         self.shared = shared
         self._accounts: dict[str, _Account] = {}

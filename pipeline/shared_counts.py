@@ -25,6 +25,8 @@ KINDS = ("requests", "tokens", "day")
 
 
 class SharedCounts:
+    """A `pipeline.rate_limit.SharedTally` on Redis."""
+
     def __init__(self, url: str, names: Iterable[str] = (), interval_s: float = 0.25,
                  clock: Callable[[], float] = time.time) -> None:
         """`names`: callers read from the start (the configured keys); others once they show up."""

@@ -10,15 +10,11 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import fields
-from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from pipeline.usage import BUCKET_S, UsageTotals
-
-if TYPE_CHECKING:
-    from pipeline.usage import UsageLedger
+from pipeline.usage import BUCKET_S, UsageLedger, UsageTotals
 
 log = logging.getLogger("gpt_oss_webui.usage")
 
@@ -31,6 +27,8 @@ PerMinute = dict[int, dict[str, UsageTotals]]
 
 
 class SharedUsage:
+    """A `pipeline.usage.MinuteSink` on Redis; the ledger it syncs into is handed to `run_forever`."""
+
     def __init__(self, url: str, interval_s: float = 1.0) -> None:
         self.url = url
         self.interval_s = interval_s

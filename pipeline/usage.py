@@ -1,17 +1,14 @@
 """Who used what: per caller, requests, tokens, cache hits, refusals and queue wait, in one-minute
 buckets (for any time window) and as lifetime totals (for Prometheus). Names only, never keys.
-In memory, so a restart starts the figures again, unless the minutes are shared on Redis
-(`pipeline/shared_usage.py`)."""
+In memory, so a restart starts the figures again, unless the wiring hands in a `MinuteSink` that
+shares the minutes beyond this process."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from pipeline.shared_usage import SharedUsage
+from typing import Callable, Protocol
 
 BUCKET_S = 60
 RETENTION_S = 7 * 86_400
@@ -37,9 +34,15 @@ class UsageTotals:
         return out
 
 
+class MinuteSink(Protocol):
+    """Where each recorded entry also goes, by minute (`minute` = unix time // BUCKET_S)."""
+
+    def add(self, minute: int, caller: str, entry: UsageTotals) -> None: ...
+
+
 class UsageLedger:
     def __init__(self, clock: Callable[[], float] = time.time, retention_s: float = RETENTION_S,
-                 shared: SharedUsage | None = None) -> None:
+                 shared: MinuteSink | None = None) -> None:
         self.clock = clock
         self.retention_s = retention_s
         self.shared = shared
