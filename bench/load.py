@@ -39,17 +39,18 @@ import os
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
 from bench.calibration import Calibration, calibrate  # noqa: E402
-from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.clients import stream_chat  # noqa: E402
 from bench.common import (  # noqa: E402
     MODEL_DIR, MODEL_NAME, OFFLINE_ENV, ROOT, Progress, git_head, note, stop_on_sigterm, timed_sleep,
 )
+from bench.load_records import Run, Sample, to_record  # noqa: E402
 from bench.load_requests import (  # noqa: E402
     CLIENT_TIMEOUT_S, HIGH_SHARE, MAX_TOKENS, TEMPERATURE, Planned, make_plan, new_client, request_for,
 )
@@ -77,66 +78,6 @@ class Mode:
 
 FULL = Mode((8, 16, 24, 32, 48), 6.0, (0.7, 1.0, 1.5), 60.0, 10.0)
 QUICK = Mode((8, 16, 32), 4.0, (1.0, 1.5), 20.0, 3.0)
-
-
-@dataclass
-class Record:
-    """One request as the client saw it; times in seconds (None where it never happened)."""
-    index: int
-    cls: str
-    planned_s: float
-    sent_s: float
-    status: int
-    retry_after: bool  # a Retry-After header came with a non-200 answer
-    error_kind: str  # "" or http / stream / transport / timeout / incomplete (see bench.clients.StreamResult)
-    error: str
-    ttft_s: float | None
-    tpot_s: float | None
-    e2e_s: float | None
-    completion_tokens: int | None
-    queue_wait_ms: float | None  # ours only
-
-
-@dataclass
-class Sample:
-    t_s: float
-    alive: bool
-    rss_bytes: int
-    waiting: int | None = None
-    running: int | None = None
-    concurrency_limit: int | None = None
-    measured_tpot_s: float | None = None
-    tpot_set_point_s: float | None = None
-    max_queue_size: int | None = None
-
-
-@dataclass
-class Run:
-    server: str
-    load: float
-    rate: float  # offered req/s: load x c_slo
-    duration_s: float
-    c_slo: float  # from the calibration just before this run (or --capacity)
-    records: list[Record] = field(default_factory=list)
-    samples: list[Sample] = field(default_factory=list)
-    crashed: bool = False
-    stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.machine.machine_stalls
-
-
-# ----------------------------------------------------------------------------- records
-
-
-def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
-    def opt(x: float) -> float | None:
-        return None if x != x else x  # nan -> None (JSON has no NaN)
-
-    header_wait = r.headers.get("x-queue-wait-ms")
-    # A stream that opened while still queued carries the wait so far in its header and the full
-    # wait in a `: dispatched queue_wait_ms=N` comment: the comment wins.
-    wait = r.dispatched_wait_ms if r.dispatched_wait_ms is not None else (
-        float(header_wait) if header_wait else None)
-    return Record(p.index, p.cls, p.at_s, r.sent - t0, r.status, r.status != 200 and "retry-after" in r.headers,
-                  r.error_kind, r.error, opt(r.ttft_s), opt(r.tpot_s), opt(r.e2e_s), r.completion_tokens, wait)
 
 
 # ----------------------------------------------------------------------------- servers

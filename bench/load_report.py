@@ -15,7 +15,7 @@ from bench.common import ROOT, Stats, note, table
 
 if TYPE_CHECKING:
     from bench.calibration import Calibration
-    from bench.load import Record, Run
+    from bench.load_records import Record, Run
 
 MARK_START = "<!-- load-results:start -->"
 MARK_END = "<!-- load-results:end -->"
@@ -382,7 +382,7 @@ def read_json(path: Path) -> tuple[dict[str, Any], list[Calibration], list[Run]]
     """A --json file back into the objects report() takes: tables, Markdown and plots again,
     without running anything (also with other objectives: --slo-tpot and friends apply)."""
     from bench.calibration import Calibration, Level
-    from bench.load import Record, Run, Sample
+    from bench.load_records import Record, Run, Sample
 
     data = json.loads(path.read_text())
     nan = float("nan")
