@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import re
 import signal
@@ -53,11 +52,10 @@ from bench.common import PROMPTS, Progress, Stats, git_head, note, stop_on_sigte
 from bench.clients import StreamResult, stream_chat  # noqa: E402
 from bench.machine import system_busy_s  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
-from bench.fairness import write_section  # noqa: E402
 from bench.calibration import level_of  # noqa: E402
-from bench.load import drain_answers, metric_sum, send_on_schedule  # noqa: E402
+from bench.open_loop import drain_answers, metric_sum, send_on_schedule  # noqa: E402
 from bench.load_requests import CLIENT_TIMEOUT_S, Planned, make_plan, new_client, prompt_for  # noqa: E402
-from bench.load_report import Table, check_row, ms, num  # noqa: E402
+from bench.report import Table, check_row, ms, num, write_json, write_section  # noqa: E402
 
 if TYPE_CHECKING:
     import httpx
@@ -447,11 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'all targets met' if not missed else 'missed: ' + ', '.join(map(str, missed))}; "
           f"run time {meta['run_s']:.0f} s")
     if args.json:
-        data = {"meta": meta, "tables": [asdict(t) for t in tables],
-                "records": {name: [asdict(r) for r in recs] for name, recs in runs.items()}}
-        strict = json.loads(json.dumps(data), parse_constant=lambda _: None)  # NaN -> null
-        Path(args.json).write_text(json.dumps(strict, indent=1) + "\n")
-        note(f"wrote {args.json}")
+        write_json(Path(args.json), {"meta": meta, "tables": [asdict(t) for t in tables],
+                                     "records": {name: [asdict(r) for r in recs] for name, recs in runs.items()}})
     if args.markdown:
         head = (f"{SECTION}\n\n`bench/cluster.py`: 1, 2 and 3 upstreams (our server on the simulator engine) behind "
                 "one gateway (`engine.backend: openai`): throughput, prefix affinity, failover when an upstream is "

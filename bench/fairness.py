@@ -33,9 +33,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import json
 import random
-import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -50,9 +48,9 @@ from bench.common import (  # noqa: E402
 from bench.clients import StreamResult, stream_chat  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 from bench.calibration import level_of  # noqa: E402
-from bench.load import drain_answers, send_on_schedule  # noqa: E402
+from bench.open_loop import drain_answers, send_on_schedule  # noqa: E402
 from bench.load_requests import CLIENT_TIMEOUT_S, Planned, new_client, prompt_for  # noqa: E402
-from bench.load_report import Table, check_row, ms, num  # noqa: E402
+from bench.report import Table, check_row, ms, num, write_json, write_section  # noqa: E402
 
 if TYPE_CHECKING:
     import httpx
@@ -283,27 +281,11 @@ def write_markdown(path: Path, meta: dict[str, Any], tables: list[Table]) -> Non
     write_section(path, SECTION, "\n".join([head, *(t.markdown() for t in tables)]))
 
 
-def write_section(path: Path, heading: str, section: str) -> None:
-    """Replace the part of a Markdown file from `heading` (a `## ` line) to the next `## ` heading
-    with `section` (which starts with that heading), or append it when the file has none."""
-    section = section.rstrip() + "\n"
-    text = path.read_text() if path.exists() else ""
-    old = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)  # to the next `## ` heading or the end
-    if old.search(text):
-        path.write_text(old.sub(lambda m: section + ("\n" if m.end() < len(text) else ""), text, count=1))
-    else:
-        path.write_text(text.rstrip() + "\n\n" + section if text.strip() else section)
-    note(f"wrote {path}")
-
-
-def write_json(path: Path, meta: dict[str, Any], capacity: float, sides: dict[str, dict[str, Side]],
-               runs: dict[str, list[Record]]) -> None:
-    data = {"meta": meta, "capacity_rps": capacity,
+def as_json(meta: dict[str, Any], capacity: float, sides: dict[str, dict[str, Side]],
+            runs: dict[str, list[Record]]) -> dict[str, Any]:
+    return {"meta": meta, "capacity_rps": capacity,
             "sides": {n: {c: asdict(s) for c, s in d.items()} for n, d in sides.items()},
             "records": {n: [asdict(r) for r in recs] for n, recs in runs.items()}}
-    strict = json.loads(json.dumps(data), parse_constant=lambda _: None)  # NaN (no samples) -> null
-    path.write_text(json.dumps(strict, indent=1) + "\n")
-    note(f"wrote {path}")
 
 
 # ----------------------------------------------------------------------------- main
@@ -367,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             print("".join(f"  {name}, {caller}: {e}\n" for e in s.errors), end="")
     print(f"\n{'all targets met' if passed else 'a target missed'}; run time {meta['run_s']:.0f} s")
     if args.json:
-        write_json(Path(args.json), meta, capacity, sides, runs)
+        write_json(Path(args.json), as_json(meta, capacity, sides, runs))
     if args.markdown:
         write_markdown(Path(args.markdown), meta, tables)
     return 0

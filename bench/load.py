@@ -22,9 +22,10 @@ Per load level and server: (1) a closed-loop calibration against vllm-fcfs (benc
 finds C_slo, the req/s at which vLLM's median time per output token reaches the objective (0.1 s),
 just before the run since this machine's speed drifts by up to 4x over minutes; (2) open-loop
 Poisson arrivals at the level x C_slo for --duration s, the same unit-rate draws of (arrival,
-class, prompt) for every run (bench/load_requests.py); (3) every second, the server tree's RSS and
-its queue length are sampled. bench/load_report.py turns the records into tables, PASS/MISS
-targets, Markdown and plots; docs/BENCHMARKS.md explains them.
+class, prompt) for every run (bench/load_requests.py, sent by bench/open_loop.py); (3) every
+second, the server tree's RSS and its queue length are sampled (bench/load_samples.py).
+bench/load_records.py holds what is recorded; bench/load_report.py turns the records into tables,
+PASS/MISS targets, Markdown and plots; docs/BENCHMARKS.md explains them.
 
 A benchmark, not a test: exit 0 unless something failed to run (1), 130 on Ctrl-C. Servers are
 always stopped (SIGINT, then SIGKILL to the process group).
@@ -41,7 +42,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
@@ -50,20 +50,18 @@ from bench.clients import stream_chat  # noqa: E402
 from bench.common import (  # noqa: E402
     MODEL_DIR, MODEL_NAME, OFFLINE_ENV, ROOT, Progress, git_head, note, stop_on_sigterm, timed_sleep,
 )
-from bench.load_records import Run, Sample, to_record  # noqa: E402
+from bench.load_records import Run, to_record  # noqa: E402
+from bench.load_samples import sample_forever  # noqa: E402
 from bench.load_requests import (  # noqa: E402
     CLIENT_TIMEOUT_S, HIGH_SHARE, MAX_TOKENS, TEMPERATURE, Planned, make_plan, new_client, request_for,
 )
-from bench.machine import available_gib, machine_stalls, tree_rss_bytes  # noqa: E402
+from bench.machine import available_gib, machine_stalls  # noqa: E402
+from bench.open_loop import drain_answers, send_on_schedule  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
-
-if TYPE_CHECKING:
-    import httpx
 
 SERVERS = ("vllm-fcfs", "vllm-priority", "ours", "llama.cpp")
 BASELINE = {"vllm": "vllm-fcfs", "llamacpp": "llama.cpp"}  # the server C_slo is calibrated on
 LLAMACPP_SLOTS, LLAMACPP_KV = 32, 16384
-SAMPLE_INTERVAL_S = 1.0
 MIN_AVAILABLE_GIB = 4.0  # per server, all up at once: ~2.5 GB plus its KV cache
 
 
@@ -149,7 +147,7 @@ async def run_load(server: ServerProcess, load: float, capacity: float, duration
     with machine_stalls() as run.stalls_s:
         async with new_client(server.url) as client:
             t0 = time.perf_counter()
-            sampler = asyncio.create_task(_sample_forever(server, client, run, t0))
+            sampler = asyncio.create_task(sample_forever(server, client, run, t0))
 
             async def one(p: Planned) -> None:
                 result = await stream_chat(client, *request_for(server.name, p.index, p.cls), CLIENT_TIMEOUT_S)
@@ -165,68 +163,6 @@ async def run_load(server: ServerProcess, load: float, capacity: float, duration
     run.records.sort(key=lambda r: r.index)
     run.crashed = not server.alive() or any(not s.alive for s in run.samples)
     return run
-
-
-async def send_on_schedule(plan: list[Planned], t0: float, one: Callable[[Planned], Coroutine[Any, Any, None]],
-                bar: Progress) -> list[asyncio.Task[None]]:
-    tasks: list[asyncio.Task[None]] = []
-    for p in plan:
-        delay = t0 + p.at_s - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(one(p)))
-        bar.update(len(tasks), f"in flight {sum(not t.done() for t in tasks)}")
-    bar.done()
-    return tasks
-
-
-async def drain_answers(tasks: list[asyncio.Task[None]], bar: Progress) -> None:
-    pending = {t for t in tasks if not t.done()}
-    while pending:
-        _, pending = await asyncio.wait(pending, timeout=0.5)
-        bar.update(len(tasks) - len(pending), f"waiting for {len(pending)}")
-    bar.done()
-
-
-async def _sample_forever(server: ServerProcess, client: httpx.AsyncClient, run: Run, t0: float) -> None:
-    while True:
-        sample = Sample(time.perf_counter() - t0, server.alive(), tree_rss_bytes(server.pid) if server.alive() else 0)
-        if sample.alive:
-            with contextlib.suppress(Exception):  # a busy or dying server: keep the RSS reading alone
-                sampler = {"ours": _sample_ours, "llama.cpp": _sample_llamacpp}.get(server.name, _sample_vllm)
-                await sampler(client, sample)
-        run.samples.append(sample)
-        await asyncio.sleep(max(0.0, SAMPLE_INTERVAL_S - (time.perf_counter() - t0 - sample.t_s)))
-
-
-async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
-    status = (await client.get("/v1/queue/status", timeout=2)).json()
-    sample.waiting, sample.running = status.get("waiting_total"), status.get("running")
-    sample.max_queue_size = status.get("max_queue_size")
-    sample.concurrency_limit = status.get("slots")
-    sample.measured_tpot_s = status.get("measured_tpot_s")
-    sample.tpot_set_point_s = status.get("tpot_set_point_s")
-
-
-async def _sample_vllm(client: httpx.AsyncClient, sample: Sample) -> None:
-    text = (await client.get("/metrics", timeout=2)).text
-    sample.waiting = int(metric_sum(text, "vllm:num_requests_waiting"))
-    sample.running = int(metric_sum(text, "vllm:num_requests_running"))
-
-
-async def _sample_llamacpp(client: httpx.AsyncClient, sample: Sample) -> None:
-    text = (await client.get("/metrics", timeout=2)).text
-    sample.waiting = int(metric_sum(text, "llamacpp:requests_deferred"))
-    sample.running = int(metric_sum(text, "llamacpp:requests_processing"))
-
-
-def metric_sum(text: str, name: str) -> float:
-    """A Prometheus gauge or counter summed over its label sets (one per engine, per class)."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 # ----------------------------------------------------------------------------- main

@@ -9,9 +9,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
-from bench.common import ROOT, Stats, note, table
+from bench.common import ROOT, Stats, note
+from bench.report import Table, check_row, ms, num
 
 if TYPE_CHECKING:
     from bench.calibration import Calibration
@@ -96,33 +97,6 @@ def summarize(run: Run, cls: str, slo: Slo) -> Summary:
 # ----------------------------------------------------------------------------- tables
 
 
-@dataclass
-class Table:
-    title: str
-    headers: list[str]
-    rows: list[list[object]]
-    notes: list[str] = field(default_factory=list)
-
-    def text(self) -> str:
-        return table(self.title, self.headers, self.rows, self.notes)
-
-    def markdown(self) -> str:
-        def cells(row: Sequence[object]) -> str:
-            return "| " + " | ".join(str(c).replace("|", "/") for c in row) + " |"
-
-        out = [f"#### {self.title}", "", cells(self.headers), cells(["---"] * len(self.headers)),
-               *(cells(r) for r in self.rows), ""]
-        return "\n".join(out + [f"- {n}" for n in self.notes] + [""])
-
-
-def ms(x: float) -> str:
-    return "-" if x != x else f"{x * 1000:,.0f}"
-
-
-def num(x: float | None, fmt: str = ".2f") -> str:
-    return "-" if x is None or x != x else format(x, fmt)
-
-
 def calibration_table(cals: list[Calibration], slo_tpot: float, on: str) -> Table:
     concurrencies = sorted({lv.concurrency for cal in cals for lv in cal.levels})
 
@@ -189,10 +163,6 @@ def baseline(runs: list[Run]) -> str:
 
 def _at(runs: list[Run], server: str, load: float) -> Run | None:
     return next((r for r in runs if r.server == server and math.isclose(r.load, load)), None)
-
-
-def check_row(name: str, goal: str, value: str, ok: bool | None) -> list[object]:
-    return [name, goal, value, "n/a" if ok is None else ("PASS" if ok else "MISS")]
 
 
 def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> Table:

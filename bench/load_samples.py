@@ -1,0 +1,54 @@
+"""What bench/load.py samples of a server every second while it is under load: the RSS of its
+process tree, and its queue as it reports it (ours: /v1/queue/status; vLLM and llama.cpp: their
+Prometheus /metrics)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from bench.load_records import Run, Sample
+from bench.machine import tree_rss_bytes
+from bench.open_loop import metric_sum
+from bench.servers import ServerProcess
+
+if TYPE_CHECKING:
+    import httpx
+
+SAMPLE_INTERVAL_S = 1.0
+
+
+async def sample_forever(server: ServerProcess, client: httpx.AsyncClient, run: Run, t0: float) -> None:
+    """Until cancelled: every SAMPLE_INTERVAL_S, the server tree's RSS and what its own status or
+    metrics say of its queue, appended to `run.samples`."""
+    while True:
+        sample = Sample(time.perf_counter() - t0, server.alive(), tree_rss_bytes(server.pid) if server.alive() else 0)
+        if sample.alive:
+            with contextlib.suppress(Exception):  # a busy or dying server: keep the RSS reading alone
+                sampler = {"ours": _sample_ours, "llama.cpp": _sample_llamacpp}.get(server.name, _sample_vllm)
+                await sampler(client, sample)
+        run.samples.append(sample)
+        await asyncio.sleep(max(0.0, SAMPLE_INTERVAL_S - (time.perf_counter() - t0 - sample.t_s)))
+
+
+async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
+    status = (await client.get("/v1/queue/status", timeout=2)).json()
+    sample.waiting, sample.running = status.get("waiting_total"), status.get("running")
+    sample.max_queue_size = status.get("max_queue_size")
+    sample.concurrency_limit = status.get("slots")
+    sample.measured_tpot_s = status.get("measured_tpot_s")
+    sample.tpot_set_point_s = status.get("tpot_set_point_s")
+
+
+async def _sample_vllm(client: httpx.AsyncClient, sample: Sample) -> None:
+    text = (await client.get("/metrics", timeout=2)).text
+    sample.waiting = int(metric_sum(text, "vllm:num_requests_waiting"))
+    sample.running = int(metric_sum(text, "vllm:num_requests_running"))
+
+
+async def _sample_llamacpp(client: httpx.AsyncClient, sample: Sample) -> None:
+    text = (await client.get("/metrics", timeout=2)).text
+    sample.waiting = int(metric_sum(text, "llamacpp:requests_deferred"))
+    sample.running = int(metric_sum(text, "llamacpp:requests_processing"))
