@@ -56,6 +56,11 @@ def _is_thinking(message: dict) -> bool:
     return bool((message.get("metadata") or {}).get("title"))
 
 
+def text_of(content: object) -> str:
+    """A message's text, however Gradio handed it (the history keeps text)."""
+    return _text(content)
+
+
 def _text(content: object) -> str:
     """Gradio may hand message content as a string or as a list of parts."""
     if isinstance(content, str):

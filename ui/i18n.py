@@ -16,6 +16,10 @@ EN = {
     "results": "Results", "download_jsonl": "Download JSONL", "download_csv": "Download CSV",
     "queue_plot": "Queue length · minutes ago", "memory_plot": "Memory in use (GiB) · minutes ago",
     "throughput_plot": "Tokens per second · minutes ago",
+    "new_chat": "New chat", "search": "Search", "search_hint": "Titles and messages",
+    "conversations": "Conversations", "title": "Title", "rename": "Rename", "delete": "Delete",
+    "confirm_delete": "Delete for good", "cancel": "Cancel", "export_format": "Export as",
+    "export_one": "Export this", "export_all": "Export all", "export_file": "Exported file", "import": "Import JSON",
 }
 
 ZH = {
@@ -30,6 +34,10 @@ ZH = {
     "upload": "或上传 .txt / .jsonl 文件", "concurrency": "并发数", "run_batch": "运行批量任务",
     "results": "结果", "download_jsonl": "下载 JSONL", "download_csv": "下载 CSV",
     "queue_plot": "队列长度 · 分钟前", "memory_plot": "内存占用（GiB）· 分钟前", "throughput_plot": "每秒生成 token 数 · 分钟前",
+    "new_chat": "新对话", "search": "搜索", "search_hint": "标题和消息内容",
+    "conversations": "对话记录", "title": "标题", "rename": "重命名", "delete": "删除",
+    "confirm_delete": "确认删除", "cancel": "取消", "export_format": "导出格式",
+    "export_one": "导出当前", "export_all": "全部导出", "export_file": "导出的文件", "import": "导入 JSON",
 }
 
 MESSAGES = {
@@ -48,6 +56,12 @@ MESSAGES = {
         "users_title": "Users, last 24 hours",
         "users_header": "| user | requests | prompt / completion tokens | cache hits | refused | mean wait | tokens today "
                         "| limits |",
+        "details": "Details", "not_found": "That conversation is not there (deleted, or not yours).",
+        "renamed": "Renamed.", "deleted": "Deleted.", "nothing_to_export": "Nothing to export yet.",
+        "exported": "{n} conversation(s) exported.", "history_off": "History is not kept for this page.",
+        "import_failed": "Could not import: {problem}", "imported": "{n} conversation(s) imported.",
+        "stopped_reason": "stopped before the end", "outcome_stopped": "stopped", "outcome_refused": "refused",
+        "outcome_failed": "failed", "outcome_interrupted": "interrupted", "outcome_streaming": "being written",
     },
     "zh": {
         "queued": "排队中：第 {position} 位，共 {length} 位", "eta": "，约 {s:.0f} 秒",
@@ -63,6 +77,12 @@ MESSAGES = {
         "no_limits": "无",
         "users_title": "用户（最近 24 小时）",
         "users_header": "| 用户 | 请求数 | 输入 / 输出 token | 缓存命中 | 被拒绝 | 平均等待 | 今日 token | 限额 |",
+        "details": "详情", "not_found": "该对话不存在（已删除，或不属于你）。",
+        "renamed": "已重命名。", "deleted": "已删除。", "nothing_to_export": "暂无可导出的对话。",
+        "exported": "已导出 {n} 个对话。", "history_off": "此页面不保存对话记录。",
+        "import_failed": "导入失败：{problem}", "imported": "已导入 {n} 个对话。",
+        "stopped_reason": "回答未完成即被停止", "outcome_stopped": "已停止", "outcome_refused": "被拒绝",
+        "outcome_failed": "失败", "outcome_interrupted": "被中断", "outcome_streaming": "正在写入",
     },
 }
 

@@ -12,10 +12,22 @@ from wiring import Services
 
 
 def answer_info(done: Finished, caller: Caller, priority: str, code: str) -> str:
-    speed = "–" if done.tokens_per_s is None else done.tokens_per_s
-    return message(code, "info", caller=caller.name, priority=priority, wait=done.queue_wait_s,
-                    tokens=done.usage.completion_tokens, speed=speed,
-                    cache=message(code, "yes" if done.cached else "no"))
+    return details_text(answer_details(done, caller, priority), code)
+
+
+def answer_details(done: Finished, caller: Caller, priority: str) -> dict:
+    """What the line under an answer says, as data: the history keeps it with the answer."""
+    return {"caller": caller.name, "class": priority, "wait_s": done.queue_wait_s,
+            "tokens": done.usage.completion_tokens, "tokens_per_s": done.tokens_per_s, "cached": done.cached,
+            "finish_reason": done.finish_reason}
+
+
+def details_text(details: dict, code: str) -> str:
+    """The line under an answer, for one given now or one kept in the history."""
+    speed = "–" if details.get("tokens_per_s") is None else details["tokens_per_s"]
+    return message(code, "info", caller=details.get("caller", ""), priority=details.get("class", ""),
+                   wait=float(details.get("wait_s") or 0.0), tokens=details.get("tokens", 0), speed=speed,
+                   cache=message(code, "yes" if details.get("cached") else "no"))
 
 
 def header_html(services: Services, caller: Caller | None, code: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import tempfile
 from typing import Callable, Iterator
 
 import pytest
@@ -16,13 +17,22 @@ UI = "server.ui=true"
 QUICK = "engine.sim.token_latency_ms=5"
 
 
+def history_path() -> str:
+    """A conversation file of the test's own, never the repository's data/."""
+    return f"ui.history.path={tempfile.mkdtemp(prefix='history-')}/conversations.sqlite3"
+
+
 def start_server(stack: contextlib.ExitStack, *overrides: str) -> LiveServer:
-    """live_server(*overrides), entered inside a running event loop, with Gradio's queue analytics off.
+    """live_server(*overrides), entered inside a running event loop, with Gradio's queue analytics off
+    and a conversation file of its own unless the overrides name one.
 
     Built outside a running loop, Gradio's safe_get_lock/safe_get_stop_event make a new event loop
     for every lock (12 per page) and never close them: ResourceWarnings, errors here, whenever the
     garbage collector finds them. And its analytics summary sets a pandas option that pandas 3
     deprecates, a DeprecationWarning (an error here) inside the server after every event."""
+
+    if not any(o.startswith("ui.history.path=") for o in overrides):
+        overrides = (history_path(), *overrides)
 
     async def enter() -> LiveServer:
         return stack.enter_context(live_server(*overrides))

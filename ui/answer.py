@@ -1,0 +1,141 @@
+"""One answer on the page, streamed into the chat and written to the history as it goes.
+
+The user's message is committed before the answer is asked for; the answer's row is written when
+it starts, brought up to date at most every CHECKPOINT_S while it streams, and written a last time
+when it ends: done, stopped (the Stop button, or the page went away), refused or failed, with the
+reason. A `kill -9` therefore loses at most the last CHECKPOINT_S of the answer being written."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable
+
+import gradio as gr
+
+from pipeline.caller import Caller
+from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
+from ui.chat import ChatSettings, run_chat
+from ui.history_store import STREAMING, HistoryStore, StoredMessage
+from ui.history_view import settings_dict
+from ui.i18n import message
+from ui.views import ShownAnswer, answer_details, answer_info
+from wiring import Services
+
+CHECKPOINT_S = 1.0
+log = logging.getLogger("gpt_oss_webui.history")
+
+
+@dataclass(slots=True)
+class Book:
+    """Where this page's turns are written: nowhere without a store or an owner."""
+
+    store: HistoryStore
+    owner: str | None
+    conversation_id: str | None
+    clock: Callable[[], float] = time.monotonic
+
+    @property
+    def on(self) -> bool:
+        return self.store.available and self.owner is not None
+
+    async def user_message(self, text: str, settings: ChatSettings) -> str | None:
+        """Commits the user's message, starting a conversation titled by it where none is open
+        (or where the open one has gone: deleted in another tab, or dropped by the bound)."""
+        if not self.on:
+            return self.conversation_id
+        saved = settings_dict(settings)
+        if self.conversation_id is not None:
+            if await self.store.add(self.owner, self.conversation_id, StoredMessage("user", text)) is not None:
+                await self.store.save_settings(self.owner, self.conversation_id, saved)
+                return self.conversation_id
+        self.conversation_id = await self.store.create(self.owner, text, saved)
+        await self.store.add(self.owner, self.conversation_id, StoredMessage("user", text))
+        return self.conversation_id
+
+    async def cut(self, keep: int, settings: ChatSettings) -> None:
+        """Before a regenerated answer or an edited message: the later turns go."""
+        if self.on and self.conversation_id is not None:
+            await self.store.truncate(self.owner, self.conversation_id, keep)
+            await self.store.save_settings(self.owner, self.conversation_id, settings_dict(settings))
+
+
+class _Recorder:
+    def __init__(self, book: Book) -> None:
+        self.book = book
+        self.message_id: int | None = None
+        self.last = 0.0
+
+    async def start(self) -> None:
+        if self.book.on and self.book.conversation_id is not None:
+            self.message_id = await self.book.store.add(self.book.owner, self.book.conversation_id,
+                                                        StoredMessage("assistant", "", outcome=STREAMING))
+            self.last = self.book.clock()
+
+    async def progress(self, shown: ShownAnswer) -> None:
+        if self.message_id is not None and self.book.clock() - self.last >= CHECKPOINT_S:
+            self.last = self.book.clock()
+            await self._write(shown, STREAMING)
+
+    async def end(self, shown: ShownAnswer, outcome: str, reason: str = "", details: dict | None = None) -> None:
+        if self.message_id is not None:
+            message_id, self.message_id = self.message_id, None
+            await self._write(shown, outcome, reason, details or {}, message_id)
+
+    async def _write(self, shown: ShownAnswer, outcome: str, reason: str = "", details: dict | None = None,
+                     message_id: int | None = None) -> None:
+        """A write that fails (the server closing the file under a last answer) is logged: the
+        chat itself goes on."""
+        thinking = shown.thinking["content"] if shown.thinking else ""
+        stored = StoredMessage("assistant", shown.answer["content"], thinking, details or {}, outcome, reason)
+        try:
+            await self.book.store.update(self.book.owner, self.book.conversation_id,
+                                         message_id or self.message_id or 0, stored)
+        except (sqlite3.Error, RuntimeError, ValueError) as exc:
+            log.warning("an answer could not be written to the history: %s", exc)
+
+
+async def stream_answer(services: Services, caller: Caller, chat: list, settings: ChatSettings, code: str,
+                        book: Book) -> AsyncIterator[tuple]:
+    """(chat, toast, info) updates for one answer, recorded in `book`."""
+    hidden = gr.update(visible=False)
+    shown = ShownAnswer(chat, message(code, "thinking"))
+    recorder = _Recorder(book)
+    await recorder.start()
+    yield shown.messages(), hidden, ""
+    priority = ""
+    try:
+        async for event in run_chat(services.pipeline, caller, chat, settings):
+            if isinstance(event, Started):
+                priority = event.priority
+            elif isinstance(event, Queued):
+                note = message(code, "queued", position=event.position, length=event.queue_length)
+                if event.estimated_wait_s is not None:
+                    note += message(code, "eta", s=event.estimated_wait_s)
+                yield shown.messages(), gr.update(value=note, visible=True), ""
+            elif isinstance(event, (ReasoningDelta, TextDelta)):
+                shown.think(event.text) if isinstance(event, ReasoningDelta) else shown.say(event.text)
+                await recorder.progress(shown)
+                yield shown.messages(), hidden, gr.update()
+            elif isinstance(event, Finished):
+                shown.finish(event.text, event.reasoning)
+                await recorder.end(shown, "done", details=answer_details(event, caller, priority))
+                yield shown.messages(), hidden, answer_info(event, caller, priority, code)
+            elif isinstance(event, Refused):
+                shown.stop_thinking()
+                refusal = event.refusal
+                await recorder.end(shown, "failed" if refusal.status >= 500 and refusal.status != 503 else "refused",
+                                   refusal.message)
+                if refusal.retry_after_s is not None:
+                    text = message(code, "busy", message=refusal.message, retry=refusal.retry_after_s)
+                else:
+                    text = message(code, "error", message=refusal.message)
+                gr.Warning(text)
+                yield shown.messages(), hidden, f"⚠️ {text}"
+    finally:  # the Stop button cancels this generator; the page going away closes it
+        if recorder.message_id is not None:
+            shown.stop_thinking()
+            await asyncio.shield(recorder.end(shown, "stopped", message(code, "stopped_reason")))

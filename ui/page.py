@@ -1,0 +1,69 @@
+"""What every part of the page shares: who is asking (each handler acts as the signed-in caller,
+through the same pipeline as the HTTP API), whose conversations those are, the header, and the
+Language switch's relabelling."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from pipeline.caller import Caller
+from ui.history_store import HistoryStore
+from ui.i18n import message
+from ui.owner import BROWSER_COOKIE, owner_of
+from ui.session import COOKIE, Sessions
+from ui.views import header_html
+from wiring import Services
+
+Labels = dict[Any, str]  # component -> i18n key, for the Language switch
+
+
+@dataclass(slots=True)
+class Page:
+    demo: gr.Blocks
+    services: Services
+    sessions: Sessions
+    history: HistoryStore
+    config_path: str
+    header: gr.HTML
+    lang: gr.Radio
+    toast: gr.Markdown
+
+    def caller_of(self, request: gr.Request | None) -> Caller:
+        caller = self.sessions.caller(request.cookies.get(COOKIE)) if request is not None else None
+        if caller is None:
+            raise gr.Error("sign in first")
+        return caller
+
+    def owner_of(self, request: gr.Request | None) -> tuple[Caller, str | None]:
+        """The caller, and the owner of its conversations (None: none are kept for it)."""
+        caller = self.caller_of(request)
+        return caller, owner_of(caller, request.cookies.get(BROWSER_COOKIE) if request is not None else None)
+
+    def header_now(self, language: str, request: gr.Request) -> str:
+        return header_html(self.services, self.caller_of(request), code_of(language))
+
+    def then_header(self, event: Any) -> Any:
+        """The usage line under the header counts the answer just given."""
+        return event.then(self.header_now, self.lang, self.header, concurrency_limit=None, show_progress="hidden")
+
+
+def code_of(language: str) -> str:
+    return "zh" if language == "中文" else "en"
+
+
+def relabel(component: Any, key: str, code: str) -> dict:
+    text = message(code, key)
+    if isinstance(component, gr.UploadButton):  # its value is the file; the label is its text
+        return gr.update(label=text)
+    if isinstance(component, (gr.Button, gr.DownloadButton)):
+        return gr.update(value=text)
+    if isinstance(component, gr.Markdown):
+        return gr.update(value=f"#### {text}")
+    if key == "message":
+        return gr.update(label=text, placeholder=message(code, "message_hint"))
+    if key == "search":
+        return gr.update(label=text, placeholder=message(code, "search_hint"))
+    return gr.update(label=text)
