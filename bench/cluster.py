@@ -28,7 +28,8 @@ request to A then B, then a new one to both at once (the upstream's admitted cou
 it was generated).
 
 A benchmark, not a test: exit 0 unless something failed to run (1), 130 on Ctrl-C. Every process
-started here is stopped (SIGINT, then SIGKILL to its process group).
+started here is stopped (SIGINT, then SIGKILL to its process group). The processes, requests and
+sending loops are in bench/cluster_rig.py; this file holds the four phases and their tables.
 """
 
 from __future__ import annotations
@@ -41,182 +42,27 @@ import re
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import PROMPTS, Progress, Stats, git_head, note, stop_on_sigterm, timed_sleep  # noqa: E402
-from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.common import PROMPTS, Stats, git_head, note, stop_on_sigterm  # noqa: E402
+from bench.cluster_rig import (  # noqa: E402
+    LIMIT, MAX_TOKENS, TOKEN_MS, Record, admitted, affinity_messages, closed_loop, gateway, one_round, open_loop,
+    redis_server, request, shares, upstream_process,
+)
 from bench.machine import system_busy_s  # noqa: E402
-from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
-from bench.calibration import level_of  # noqa: E402
-from bench.open_loop import drain_answers, metric_sum, send_on_schedule  # noqa: E402
-from bench.load_requests import CLIENT_TIMEOUT_S, Planned, make_plan, new_client, prompt_for  # noqa: E402
+from bench.servers import ServerProcess  # noqa: E402
+from bench.load_requests import make_plan, prompt_for  # noqa: E402
 from bench.report import Table, check_row, ms, num, write_json, write_section  # noqa: E402
 
-if TYPE_CHECKING:
-    import httpx
-
-Req = tuple[dict[str, Any], dict[str, str]]  # a chat completion's body and headers
-
-LIMIT, TOKEN_MS, MAX_TOKENS = 8, 50.0, 32  # per upstream: running limit, simulator step, answer length
 LOAD, AFFINITY_LOAD, FAILOVER_LOAD = 1.5, 0.6, 0.6  # x the capacity of the upstreams in use
 HEALTH_S = 0.5  # the gateway's health and metrics interval in the failover run
 SECTION = "## Cluster"
-QUIET = ["server.ui=false", "monitor.gpu=false", "logging.file=", "scheduler.limit.adaptive=false",
-         "scheduler.max_queue_size=100000"]
-UPSTREAM = [*QUIET, "engine.backend=sim", f"engine.sim.token_latency_ms={TOKEN_MS:g}", "engine.sim.natural_stop=false",
-            f"scheduler.max_concurrency={LIMIT}", "cache.enabled=false", "logging.level=INFO"]  # INFO: finished ids
-GATEWAY = [*QUIET, "engine.backend=openai", "engine.openai.send_priority=false", "cache.enabled=false",
-           "logging.level=WARNING"]
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) WARNING .*upstream (\S+) (taken out|is back)", re.M)
-
-
-@dataclass
-class Record:
-    """One request as the client saw it; seconds after the run's start, nan where it never happened."""
-    id: str
-    cls: str
-    sent_s: float
-    ended_s: float
-    ttft_s: float
-    started: bool  # a content token arrived
-    error: str
-
-
-# ----------------------------------------------------------------------------- processes
-
-
-def upstream_process(index: int) -> ServerProcess:
-    port = free_port()
-    return ServerProcess(f"upstream{index}", app_argv(port, UPSTREAM, venv_python()), port, log_prefix="bench-cluster")
-
-
-@contextlib.contextmanager
-def gateway(upstreams: list[ServerProcess], extra: list[str], name: str = "gateway") -> Iterator[ServerProcess]:
-    """A fresh gateway in front of `upstreams`, healthy and warmed up; always stopped."""
-    urls = ",".join(f"{u.url}/v1" for u in upstreams)
-    settings = [*GATEWAY, f"engine.openai.upstreams=[{urls}]", f"engine.openai.slots_per_upstream={LIMIT}",
-                f"scheduler.max_concurrency={LIMIT * len(upstreams)}",
-                *extra]
-    port = free_port()
-    server = ServerProcess(name, app_argv(port, settings, venv_python()), port, log_prefix="bench-cluster")
-    server.start()
-    try:
-        server.wait_ready(step_s=0.1)
-        asyncio.run(one_round([(server.url, request(f"warm-{name}-{i}", "high", prompt_for(-1 - i)))
-                               for i in range(2 * len(upstreams))]))
-        yield server
-    finally:
-        server.stop()
-
-
-@contextlib.contextmanager
-def redis_server() -> Iterator[int]:
-    """A throwaway redis-server (nothing saved) on a free port; yields the port, always stopped."""
-    import redis
-
-    port = free_port()
-    server = ServerProcess("redis", ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                     "--appendonly", "no"], port, log_prefix="bench-cluster")
-    server.start()
-    try:
-        for _ in range(100):
-            with contextlib.suppress(redis.RedisError):
-                if redis.Redis(port=port, socket_timeout=1).ping():
-                    break
-            time.sleep(0.1)
-        else:
-            server.failed = True  # keeps its log
-            raise RuntimeError(f"redis-server did not answer on :{port}; log: {server.log.name}")
-        yield port
-    finally:
-        server.stop()
-
-
-def admitted(servers: list[ServerProcess]) -> list[float]:
-    import httpx
-
-    return [metric_sum(httpx.get(s.url + "/metrics", timeout=5).text, "gptoss_requests_admitted_total")
-            for s in servers]
-
-
-def shares(counts: list[float]) -> str:
-    """Each upstream's part of the requests, "34 / 33 / 33 %"."""
-    return " / ".join(f"{100 * c / sum(counts):.0f}" for c in counts) + " %" if sum(counts) else "-"
-
-
-# ----------------------------------------------------------------------------- requests
-
-
-def request(rid: str, cls: str, text: str | list[dict[str, str]], temperature: float = 0.7) -> Req:
-    messages = [{"role": "user", "content": text}] if isinstance(text, str) else text
-    return ({"model": "sim", "messages": messages, "max_tokens": MAX_TOKENS, "temperature": temperature,
-             "stream": True, "stream_options": {"include_usage": True}}, {"X-Priority": cls, "X-Request-ID": rid})
-
-
-def affinity_messages(index: int) -> tuple[str, list[dict[str, str]]]:
-    """Alternately a single question under one of 4 system prompts, or a conversation's next turn
-    (its system prompt and first user message shared by every turn of it)."""
-    kind, group = ("system", "conversation")[index % 2], (index // 2) % 4
-    messages = [{"role": "system", "content": f"You are assistant {group} of a travel company. {PROMPTS[group]}"}]
-    if kind == "conversation":
-        messages += [{"role": "user", "content": PROMPTS[4 + group]}, {"role": "assistant", "content": "Gladly."}]
-    return f"{kind}{group}", [*messages, {"role": "user", "content": f"Question {index}: {PROMPTS[index % 8][:90]}"}]
-
-
-async def one_round(jobs: list[tuple[str, Req]]) -> list[StreamResult]:
-    """Requests sent together, each (server URL, request); raises on any error."""
-    async def one(url: str, body: dict[str, Any], headers: dict[str, str]) -> StreamResult:
-        async with new_client(url) as client:
-            return await stream_chat(client, body, headers, 60)
-
-    results = await asyncio.gather(*(one(url, *req) for url, req in jobs))
-    if failed := [f"{url}: {r.error}" for (url, _), r in zip(jobs, results) if r.error]:
-        raise RuntimeError(failed[0])
-    return list(results)
-
-
-async def closed_loop(url: str, warm_s: float = 2.0, measure_s: float = 6.0) -> tuple[float, float]:
-    """LIMIT workers back to back against one upstream: (req/s, mean end-to-end s) after a warm-up."""
-    done: list[StreamResult] = []
-    begin = time.perf_counter() + warm_s
-    end = begin + measure_s
-
-    async def worker(client: httpx.AsyncClient, w: int) -> None:
-        while time.perf_counter() < end:
-            done.append(await stream_chat(client, *request(f"cap-{w}-{len(done)}", "low", prompt_for(len(done)))))
-
-    async with new_client(url) as client:
-        await asyncio.gather(timed_sleep("capacity, one upstream, closed loop", warm_s + measure_s),
-                             *(worker(client, w) for w in range(LIMIT)))
-    level = level_of(LIMIT, [r for r in done if r.ok and r.sent >= begin])
-    if not level.completed:
-        raise RuntimeError(f"capacity: no answer completed ({next((r.error for r in done if r.error), 'none')})")
-    return level.rps, level.e2e_mean_s
-
-
-async def open_loop(url: str, plan: list[Planned], label: str, make: Callable[[Planned], Req],
-                    during: Callable[[float], Awaitable[None]] | None = None) -> list[Record]:
-    records: list[Record] = []
-    async with new_client(url) as client:
-        t0 = time.perf_counter()
-        side = asyncio.create_task(during(t0)) if during else None
-
-        async def one(p: Planned) -> None:
-            body, headers = make(p)
-            r = await stream_chat(client, body, headers, CLIENT_TIMEOUT_S)
-            records.append(Record(headers["X-Request-ID"], p.cls, r.sent - t0, (r.ended or r.sent) - t0, r.ttft_s,
-                                  r.first_content is not None, r.error))
-
-        tasks = await send_on_schedule(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
-        await drain_answers(tasks, Progress(f"{label} answers", len(tasks), "req"))
-        if side:
-            await side
-    return records
 
 
 # ----------------------------------------------------------------------------- phases
