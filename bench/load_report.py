@@ -1,99 +1,28 @@
-"""The report of bench/load.py: per-request records turned into summaries, tables (text and
-Markdown), PASS/MISS targets, the before/after table, plots and a JSON dump that can regenerate them.
-Definitions are in docs/BENCHMARKS.md; the notes under each table repeat the essentials."""
+"""The report of bench/load.py: the summaries (bench/load_summary.py) turned into tables (text and
+Markdown), PASS/MISS targets, the before/after table, plots (bench/load_plots.py) and a JSON dump
+that can regenerate them. Definitions are in docs/BENCHMARKS.md; the notes under each table repeat
+the essentials."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from bench.common import ROOT, Stats, note
+from bench.common import Stats, note
+from bench.load_plots import plot
+from bench.load_summary import CLASSES, TRADEOFF_TPOT_S, Slo, Summary, summarize, tradeoff
 from bench.report import Table, check_row, ms, num
 
 if TYPE_CHECKING:
     from bench.calibration import Calibration
-    from bench.load_records import Record, Run
+    from bench.load_records import Run
 
 MARK_START = "<!-- load-results:start -->"
 MARK_END = "<!-- load-results:end -->"
-CLASSES = ("high", "low", "all")
-
-
-@dataclass
-class Slo:
-    tpot_s: float
-    ttft_s: dict[str, float]  # the first-token promise per class
-
-    def on_time(self, r: Record) -> bool:
-        """Completed, every token after the first on pace, and the first one within the promise."""
-        return (completed(r) and r.ttft_s is not None and r.ttft_s <= self.ttft_s[r.cls]
-                and (r.tpot_s is None or r.tpot_s <= self.tpot_s))
-
-
-@dataclass
-class Summary:
-    sent: int
-    completed: int
-    ttft: Stats
-    tpot: Stats
-    e2e: Stats
-    rps: float
-    tok_s: float
-    on_time: int
-    on_time_rps: float
-    refused_429: int
-    refused_429_retry_after: int
-    stream_errors: int
-    other_failures: int
-    queue_wait_ms: Stats
-    send_lag_p99_s: float
-    max_waiting: int | None = None
-    mem_gb: tuple[float, float] | None = None
-    max_queue_size: int | None = None
-    crashed: bool = False
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def refusals(self) -> int:
-        return self.refused_429 + self.stream_errors + self.other_failures
-
-
-def completed(r: Record) -> bool:
-    return r.status == 200 and not r.error_kind
-
-
-def summarize(run: Run, cls: str, slo: Slo) -> Summary:
-    """One server x load x class (or "all"). Rates: completions over the time from the first send
-    to the last completion (the drain after sending counts); on-time over the sending time."""
-    records = [r for r in run.records if cls in ("all", r.cls)]
-    done = [r for r in records if completed(r)]
-    span = max([run.duration_s, *((r.sent_s + (r.e2e_s or 0.0)) for r in done)])
-    waits = [s.waiting for s in run.samples if s.waiting is not None]
-    rss = [s.rss_bytes / 1e9 for s in run.samples if s.rss_bytes]
-    on_time = sum(slo.on_time(r) for r in records)
-    refused = [r for r in records if r.status == 429]
-    return Summary(
-        sent=len(records), completed=len(done),
-        ttft=Stats.of([r.ttft_s for r in done if r.ttft_s is not None]),
-        tpot=Stats.of([r.tpot_s for r in done if r.tpot_s is not None]),
-        e2e=Stats.of([r.e2e_s for r in done if r.e2e_s is not None]),
-        rps=len(done) / span, tok_s=sum(r.completion_tokens or 0 for r in done) / span,
-        on_time=on_time, on_time_rps=on_time / run.duration_s,
-        refused_429=len(refused), refused_429_retry_after=sum(r.retry_after for r in refused),
-        stream_errors=sum(r.error_kind == "stream" for r in records),
-        other_failures=sum(bool(r.error_kind) and r.status != 429 and r.error_kind != "stream" for r in records),
-        queue_wait_ms=Stats.of([r.queue_wait_ms for r in done if r.queue_wait_ms is not None]),
-        send_lag_p99_s=Stats.of([r.sent_s - r.planned_s for r in records]).p99,
-        max_waiting=max(waits) if waits else None, mem_gb=(min(rss), max(rss)) if rss else None,
-        max_queue_size=next((s.max_queue_size for s in run.samples if s.max_queue_size is not None), None),
-        crashed=run.crashed, errors=sorted({r.error[:120] for r in records if r.error})[:3],
-    )
-
-
 # ----------------------------------------------------------------------------- tables
 
 
@@ -222,19 +151,6 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
                   "then), so a run in a fast spell does not win on luck",
                   "n/a: not measured in this run (a load level or server left out, or a figure the server does "
                   "not report)"])
-
-
-TRADEOFF_TPOT_S = (0.06, 0.08, 0.1, 0.125, 0.15, 0.2, 0.3)
-
-
-def tradeoff(runs: list[Run], slo: Slo) -> tuple[float, dict[str, list[float]]]:
-    """At the highest load: each server's on-time req/s per C_slo had it been judged by another TPOT
-    objective (first-token promises unchanged). Ours still steers to its own; where the curves cross
-    is where holding the objective stops paying for the throughput it costs."""
-    top = max(r.load for r in runs)
-    curves = {r.server: [sum(Slo(t, slo.ttft_s).on_time(x) for x in r.records) / r.duration_s / r.c_slo
-                         for t in TRADEOFF_TPOT_S] for r in runs if r.load == top}
-    return top, curves
 
 
 def tradeoff_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> Table:
@@ -378,57 +294,3 @@ def write_markdown(path: Path, meta: dict[str, Any], runs: list[Run], tables: li
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     note(f"wrote {path}")
-
-
-def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        note("matplotlib is not installed (pip install -r requirements-bench.txt): no plots")
-        return
-    folder = folder if folder.is_absolute() else ROOT / folder
-    folder.mkdir(parents=True, exist_ok=True)
-    servers = list(dict.fromkeys(r.server for r in runs))
-    figures: list[tuple[str, str, Callable[[Summary, Run], float], tuple[str, ...], bool]] = [
-        ("load-ttft-p99.png", "TTFT p99 (s), log scale", lambda s, r: s.ttft.p99, ("high", "low"), True),
-        ("load-on-time.png", "on-time req/s / C_slo", lambda s, r: s.on_time_rps / r.c_slo, ("all",), False),
-        ("load-tok-s.png", "output tok/s / C_slo", lambda s, r: s.tok_s / r.c_slo, ("all",), False)]
-    for name, ylabel, value, classes, log in figures:
-        fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for i, server in enumerate(servers):
-            mine = sorted((r for r in runs if r.server == server), key=lambda r: r.load)
-            for cls in classes:
-                label = server if cls == "all" else f"{server} {cls}"
-                ax.plot([r.load for r in mine], [value(sums[(server, r.load, cls)], r) for r in mine], marker="o",
-                        label=label, color=f"C{i}", linestyle="--" if cls == "low" else "-")
-        if name == "load-on-time.png":  # what a perfect server would answer on time: all that was sent
-            loads = sorted({r.load for r in runs})
-            ax.plot(loads, loads, color="grey", linestyle=":", label="sent")
-        ax.set_title(f"bench/load.py: {ylabel.split(' (')[0]} against offered load", fontsize=10)
-        ax.set_xlabel("offered load (x C_slo)")
-        ax.set_ylabel(ylabel)
-        if log:
-            ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(folder / name, dpi=110)
-        plt.close(fig)
-    top, curves = tradeoff(runs, slo)
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for i, server in enumerate(servers):
-        if server in curves:
-            ax.plot(TRADEOFF_TPOT_S, curves[server], marker="o", label=server, color=f"C{i}")
-    ax.axvline(slo.tpot_s, color="grey", linestyle=":", label="ours' objective")
-    ax.set_title(f"bench/load.py: on-time req/s per C_slo at {top:g}x against the TPOT objective", fontsize=10)
-    ax.set_xlabel("TPOT objective judged by (s)")
-    ax.set_ylabel("on-time req/s / C_slo")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "load-tradeoff.png", dpi=110)
-    plt.close(fig)
-    note(f"wrote {', '.join(str(folder / f[0]) for f in figures)}, {folder / 'load-tradeoff.png'}")
