@@ -8,6 +8,7 @@ from pathlib import Path
 
 from api.responses_background import BackgroundResponses
 from cache.redis_store import RedisResponseCache
+from cache.similar import SimilarAnswers
 from cache.store import ResponseCache
 from engine.base import EngineBackend
 from engine.registry import create_engine
@@ -72,7 +73,8 @@ def _cache(config: Config) -> ResponseCache | RedisResponseCache | None:
         return None
     if config.cache.backend == "redis":
         return RedisResponseCache(config.cache, config.state.redis_url)
-    return ResponseCache(config.cache)
+    similar = SimilarAnswers(config.cache.similar, config.cache.max_entries) if config.cache.similar.enabled else None
+    return ResponseCache(config.cache, similar=similar)
 
 
 def _responses(config: Config) -> ChainedStore:

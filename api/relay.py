@@ -26,6 +26,9 @@ def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
                "X-Priority": run.priority.value, "X-Cache": run.cache_status, **run.rate_headers}
     if run.reasoning_effort is not None:
         headers["X-Reasoning-Effort"] = run.reasoning_effort
+    if (similar := run.plan.similar) is not None and run.hit is not None:
+        headers["X-Cache-Similarity"] = f"{similar.similarity:.2f}"
+        headers["X-Cache-Source"] = similar.digest
     return headers
 
 

@@ -10,6 +10,7 @@ from starlette.routing import Match
 from fastapi.responses import JSONResponse, Response
 
 from api.auth import identify
+from api.cache_feedback import cache_feedback
 from api.chat import create_chat_completion
 from api.errors import APIError
 from api.tokenize import tokenize
@@ -23,6 +24,7 @@ from wiring import Services
 router = APIRouter()
 router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
 router.add_api_route("/tokenize", tokenize, methods=["POST"])
+router.add_api_route("/v1/cache/feedback", cache_feedback, methods=["POST"])
 
 _STARTED = int(time.time())
 

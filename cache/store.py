@@ -21,6 +21,8 @@ from typing import Any, Callable
 import aiosqlite
 
 from cache.keys import CacheKey
+from cache.similar import Pairing, SimilarAnswers
+from cache.similar_index import Match
 from core.sqlite_file import open_or_set_aside
 from settings.schema import CacheConfig
 
@@ -37,6 +39,14 @@ CREATE TABLE IF NOT EXISTS entries (
 )
 """
 _INSERT = "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?)"
+_BLOCKS = """
+CREATE TABLE IF NOT EXISTS similar_blocks (
+    source TEXT NOT NULL,
+    request TEXT NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (source, request)
+)
+"""
 
 
 @dataclass(slots=True)
@@ -57,9 +67,11 @@ class _Indexed:
 
 
 class ResponseCache:
-    def __init__(self, config: CacheConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: CacheConfig, clock: Callable[[], float] = time.time,
+                 similar: SimilarAnswers | None = None) -> None:
         self.config = config
         self.clock = clock
+        self.similar = similar  # kept in step with the entries below: added, dropped, rebuilt at open
         self._db: aiosqlite.Connection | None = None
         self._index: OrderedDict[str, _Indexed] = OrderedDict()
         self._bytes = 0
@@ -93,15 +105,7 @@ class ResponseCache:
             self.expired += 1
             self.misses += 1
             return None
-        row = self._pending.get(key.digest)  # a put still queued for the writer is already an answer
-        if row is None:
-            try:
-                async with self._db.execute("SELECT canonical, response FROM entries WHERE key = ?",
-                                            (key.digest,)) as cur:
-                    row = await cur.fetchone()
-            except sqlite3.Error as exc:
-                log.warning("cache read failed: %s", exc)
-                row = None
+        row = await self._row(key.digest)
         if row is None or row[0] != key.canonical:  # a hash collision never returns another request's answer
             self.misses += 1
             return None
@@ -109,6 +113,42 @@ class ResponseCache:
         self._writes.put_nowait(("UPDATE entries SET last_used = ? WHERE key = ?", (now, key.digest)))
         self.hits += 1
         return CachedResponse(**json.loads(row[1]))
+
+    async def get_similar(self, key: CacheKey) -> tuple[CachedResponse, Match] | None:
+        """After an exact miss: the answer to the most similar stored request (same partition, every
+        guard passed, not blocked), counted as a similar hit rather than a miss."""
+        if self.similar is None or self._db is None:
+            return None
+        match = self.similar.find(key)
+        entry = self._index.get(match.digest) if match is not None else None
+        if entry is None or self.clock() - entry.created > self.config.ttl_s:
+            return None
+        row = await self._row(match.digest)
+        if row is None:
+            return None
+        self._index.move_to_end(match.digest)
+        self.misses -= 1
+        self.similar.hits += 1
+        return CachedResponse(**json.loads(row[1])), match
+
+    def block(self, pairing: Pairing) -> bool:
+        """Never serve `pairing.source`'s answer to `pairing.request` again (kept in the file)."""
+        if self.similar is None or not self.similar.block(pairing):
+            return False
+        self._writes.put_nowait(("INSERT OR IGNORE INTO similar_blocks VALUES (?, ?, ?)",
+                                 (pairing.source, pairing.request, self.clock())))
+        return True
+
+    async def _row(self, digest: str) -> tuple[str, str] | None:
+        row = self._pending.get(digest)  # a put still queued for the writer is already an answer
+        if row is not None:
+            return row
+        try:
+            async with self._db.execute("SELECT canonical, response FROM entries WHERE key = ?", (digest,)) as cur:
+                return await cur.fetchone()
+        except sqlite3.Error as exc:
+            log.warning("cache read failed: %s", exc)
+            return None
 
     def put(self, key: CacheKey, response: CachedResponse) -> None:
         """Store an answer; returns at once, the write happens in the background."""
@@ -124,12 +164,16 @@ class ResponseCache:
         self._bytes += size
         self._pending[key.digest] = (key.canonical, body)
         self._writes.put_nowait((_INSERT, (key.digest, key.canonical, body, size, now, now)))
+        if self.similar is not None:
+            self.similar.added(key.digest, key.canonical)
         self._evict()
 
     async def clear(self) -> int:
         removed = len(self._index)
         self._index.clear()
         self._bytes = 0
+        if self.similar is not None:
+            self.similar.rebuild(())
         self._writes.put_nowait(("DELETE FROM entries", ()))
         await self.flush()
         return removed
@@ -143,12 +187,16 @@ class ResponseCache:
         await self._writes.join()
 
     def stats(self) -> dict[str, Any]:
-        lookups = self.hits + self.misses
-        return {"object": "cache.stats", "enabled": self._db is not None, "entries": len(self._index),
-                "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
-                "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
-                "evictions": self.evictions, "expired": self.expired,
-                "max_entries": self.config.max_entries, "max_bytes": self.config.max_bytes, "ttl_s": self.config.ttl_s}
+        similar_hits = self.similar.hits if self.similar is not None else 0
+        lookups = self.hits + self.misses + similar_hits
+        stats = {"object": "cache.stats", "enabled": self._db is not None, "entries": len(self._index),
+                 "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
+                 "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
+                 "evictions": self.evictions, "expired": self.expired,
+                 "max_entries": self.config.max_entries, "max_bytes": self.config.max_bytes, "ttl_s": self.config.ttl_s}
+        if self.similar is not None:  # similar hits apart: neither `hits` nor `misses` counts them
+            stats["similar"] = {**self.similar.stats(), "hit_rate": round(similar_hits / lookups, 4) if lookups else 0.0}
+        return stats
 
     def purge_expired(self) -> int:
         cutoff = self.clock() - self.config.ttl_s
@@ -170,13 +218,18 @@ class ResponseCache:
         entry = self._index.pop(digest, None)
         if entry is not None:
             self._bytes -= entry.size
+            if self.similar is not None:
+                self.similar.dropped(digest)
             if delete:
                 self._writes.put_nowait(("DELETE FROM entries WHERE key = ?", (digest,)))
 
     async def _setup(self, db: aiosqlite.Connection) -> None:
         await db.execute(_SCHEMA)
+        await db.execute(_BLOCKS)
         self._db = db
         await self._load_index()
+        if self.similar is not None:
+            await self._load_similar()
 
     async def _load_index(self) -> None:
         self._index.clear()
@@ -186,6 +239,15 @@ class ResponseCache:
                 self._index[digest] = _Indexed(created, size)
                 self._bytes += size
         self._evict()
+
+    async def _load_similar(self) -> None:
+        """The similar index is rebuilt from the stored canonical requests (it survives restarts
+        without a file of its own), in least-recently-used order like the entries."""
+        async with self._db.execute("SELECT key, canonical FROM entries ORDER BY last_used") as cur:
+            rows = [(digest, canonical) async for digest, canonical in cur if digest in self._index]
+        self.similar.rebuild(rows)
+        async with self._db.execute("SELECT source, request FROM similar_blocks") as cur:
+            self.similar.load_blocks([tuple(row) async for row in cur])
 
     async def _close_db(self) -> None:
         if self._db is not None:

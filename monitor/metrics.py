@@ -8,6 +8,7 @@ from typing import Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from cache.similar import SimilarAnswers
 from cache.store import ResponseCache
 from monitor.gpu import GpuMonitor
 from pipeline.usage import UsageLedger
@@ -129,6 +130,7 @@ class _LiveState:
         if self.cache is not None:
             yield CounterMetricFamily("gptoss_cache_hits", "Response cache hits", self.cache.hits)
             yield CounterMetricFamily("gptoss_cache_misses", "Response cache misses", self.cache.misses)
+            yield from _similar(getattr(self.cache, "similar", None))
         yield from self._gpu()
 
     def _gpu(self) -> Iterator[Metric]:
@@ -175,3 +177,17 @@ class _CallerUsage:
             tokens.add_metric([name, "completion"], totals.completion_tokens)
         yield from families.values()
         yield tokens
+
+
+def _similar(similar: SimilarAnswers | None) -> Iterator[Metric]:
+    """Similar-question hits apart from exact ones, the reports of wrong ones, and what the guards refused."""
+    if similar is None:
+        return
+    yield CounterMetricFamily("gptoss_cache_similar_hits", "Answers reused for a similar request", similar.hits)
+    yield CounterMetricFamily("gptoss_cache_similar_false_hits", "Similar hits reported wrong (POST "
+                              "/v1/cache/feedback); each pairing is blocked", similar.false_hits)
+    refused = CounterMetricFamily("gptoss_cache_similar_refused", "Candidates above the threshold a guard refused",
+                                  labels=["guard"])
+    for guard, count in sorted(similar.index.refused.items()):
+        refused.add_metric([guard], count)
+    yield refused

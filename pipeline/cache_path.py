@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from cache.flight import SingleFlight
 from cache.keys import CacheKey, KeyedRequest, is_cacheable, make_key
 from cache.redis_store import RedisResponseCache
+from cache.similar import Pairing
+from cache.similar_index import Match
 from cache.store import CachedResponse, ResponseCache
 from pipeline.params import NO_OPS, ChatCompletionRequest, Message
 from settings.schema import CacheConfig
@@ -21,10 +23,18 @@ class CachePlan:
     read: bool = False
     leader: bool = False
     claimed: bool = False  # holds the key for the other gateways sharing the cache
+    similar_ok: bool = True  # `"cache": "exact"` asks for exact hits only
+    similar: Match | None = None  # set when the answer is another request's, found similar
 
     @property
     def status(self) -> str:
         return "MISS" if self.key is not None else "BYPASS"
+
+    @property
+    def pairing(self) -> Pairing | None:
+        if self.similar is None or self.key is None:
+            return None
+        return Pairing(self.similar.digest, self.key.digest)
 
 
 class CachePath:
@@ -35,7 +45,8 @@ class CachePath:
 
     def plan(self, model: str, body: ChatCompletionRequest, namespace: str, cache_control: str = "") -> CachePlan:
         """`Cache-Control: no-store` or `"cache": false` bypass the cache; `no-cache` skips the
-        lookup but stores the fresh answer; only deterministic requests are cached unless configured."""
+        lookup (exact and similar) but stores the fresh answer; `"cache": "exact"` skips only the
+        similar lookup; only deterministic requests are cached unless configured."""
         directives = {d.strip().lower() for d in cache_control.split(",")}
         if self.cache is None or body.cache is False or "no-store" in directives or body.logprobs:
             return CachePlan()  # a replay has no logprobs to give
@@ -48,7 +59,8 @@ class CachePath:
         )
         if not is_cacheable(keyed, self.config.mode):
             return CachePlan()
-        return CachePlan(make_key(keyed, self.config), read="no-cache" not in directives)
+        return CachePlan(make_key(keyed, self.config), read="no-cache" not in directives,
+                         similar_ok=body.cache != "exact")
 
     async def lookup(self, plan: CachePlan) -> CachedResponse | None:
         """A stored answer, or the answer of an identical request being generated right now."""
@@ -57,6 +69,8 @@ class CachePath:
         hit = await self.cache.get(plan.key)
         if hit is not None:
             return hit
+        if plan.similar_ok and (similar := await self._similar(plan)) is not None:
+            return similar
         leader = self.flight.follow(plan.key.digest)
         if leader is None:
             plan.leader = True
@@ -65,6 +79,21 @@ class CachePath:
         if shared is not None:
             self.cache.shared_hit()  # served as a hit, so the stats count it as one
         return shared
+
+    async def _similar(self, plan: CachePlan) -> CachedResponse | None:
+        """After an exact miss, the answer to a similar request (SQLite cache with `cache.similar`)."""
+        get_similar = getattr(self.cache, "get_similar", None)
+        found = await get_similar(plan.key) if get_similar is not None else None
+        if found is None:
+            return None
+        answer, plan.similar = found
+        return answer
+
+    def served(self, plan: CachePlan, response_id: str) -> None:
+        """A similar hit went out as `response_id`: feedback may name it."""
+        similar = getattr(self.cache, "similar", None)
+        if plan.pairing is not None and similar is not None:
+            similar.served(response_id, plan.pairing)
 
     async def _across_gateways(self, plan: CachePlan) -> CachedResponse | None:
         """With a shared cache, one gateway generates and the others wait for its answer."""
@@ -84,6 +113,8 @@ class CachePath:
     def store(self, plan: CachePlan, result: CachedResponse) -> None:
         """Keep a finished answer and share it with followers."""
         if plan.key is None or self.cache is None or result.finish_reason not in ("stop", "length", "tool_calls"):
+            return
+        if plan.similar is not None:  # another request's answer: stored under this key, feedback could not undo it
             return
         self.cache.put(plan.key, result)
         if plan.leader:

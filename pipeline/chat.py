@@ -91,6 +91,7 @@ class ChatPipeline:
             self.abandoned["cache"] += 1
             raise
         run = ChatRun(self, call, request_id, priority, plan, hit)
+        self.cache.served(plan, request_id)
         if hit is None:
             try:
                 run.ticket, run.forced = await self._submit(call, request_id, priority, score)
@@ -163,7 +164,9 @@ class ChatRun:
 
     @property
     def cache_status(self) -> str:
-        return "HIT" if self.hit is not None else self.plan.status
+        if self.hit is not None:
+            return "SIMILAR" if self.plan.similar is not None else "HIT"
+        return self.plan.status
 
     @property
     def reasoning_effort(self) -> str | None:

@@ -72,7 +72,7 @@ class ChatCompletionRequest(BaseModel):
     service_tier: str | None = None
     user: str | None = None
     # ours
-    cache: bool | None = None
+    cache: bool | Literal["exact"] | None = None  # false: bypass; "exact": no similar-question answers
     include_reasoning: bool = True
     priority: str | int | None = None
     request_id: str | None = Field(default=None, min_length=1, max_length=128, pattern=REQUEST_ID_PATTERN)
@@ -136,7 +136,7 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-_UNION_TAGS = {"str", "int", "list[str]", "list[TextPart]", "TextPart", "bool", "float", "none",
+_UNION_TAGS = {"str", "int", "list[str]", "literal['exact']", "list[TextPart]", "TextPart", "bool", "float", "none",
                "NamedToolChoice", "literal['none','auto','required']"}
 __all__ = ["ChatCompletionRequest", "Message", "TextPart", "ToolCallIn", "TokenizeRequest", "describe",
            "unknown_fields", "REQUEST_ID_PATTERN"]

@@ -337,6 +337,23 @@ class SchedulerConfig(Section):
     fair_share: FairShareConfig = Field(default_factory=FairShareConfig)
 
 
+class SimilarCacheConfig(Section):
+    """Similar questions: after an exact miss, reuse a stored answer to a request that differs only
+    in the last user message's wording (MinHash LSH candidates, then guards; lexical only, no
+    embedding model). SQLite backend only."""
+
+    enabled: bool = Field(False, description=(
+        "Answer near-duplicate questions from the cache (`X-Cache: SIMILAR`); per request `\"cache\": \"exact\"` "
+        "or `Cache-Control: no-cache` opts out."))
+    threshold: float = Field(0.5, ge=0.0, le=1.0, description=(
+        "Least Jaccard similarity of the two texts' word (English) or character (Chinese) shingles for a hit; "
+        "chosen from bench/similar_cache.py."))
+    lsh_threshold: float = Field(0.3, ge=0.05, le=1.0, description=(
+        "The LSH's candidate threshold (at or below `threshold`, so the index does not lose hits it would pass)."))
+    num_perm: int = Field(64, ge=16, le=512, description="MinHash permutations per entry: more is more exact and more memory.")
+    max_candidates: int = Field(8, ge=1, le=100, description="Candidates above `threshold` the guards examine per lookup.")
+
+
 class CacheConfig(Section):
     """The response cache in front of the queue: SQLite through aiosqlite, or Redis to share it
     between gateways."""
@@ -359,6 +376,15 @@ class CacheConfig(Section):
     namespace_by_key: bool = Field(False, description=(
         "A separate cache per API key, so one user's answers are never served to another."))
     purge_interval_s: float = Field(60.0, ge=0.1, description="How often expired entries are deleted.")
+    similar: SimilarCacheConfig = Field(default_factory=SimilarCacheConfig, description=(
+        "Near-duplicate questions answered from the cache."))
+
+    @model_validator(mode="after")
+    def _similar_needs_sqlite(self) -> CacheConfig:
+        if self.similar.enabled and self.backend == "redis":
+            raise ValueError("cache.similar.enabled needs cache.backend sqlite: the similar index lives in each "
+                             "gateway's memory and Redis evicts entries without telling it")
+        return self
 
 
 class ResponsesConfig(Section):
