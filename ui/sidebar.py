@@ -99,6 +99,12 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
                 *settings_values(conversation.settings, ChatSettings()), gr.update(visible=False),
                 gr.update(visible=False))
 
+    async def history_title(conversation_id: str | None, request: gr.Request) -> str:
+        """The title box follows the conversation in the chat, the one just started too."""
+        who = owner(request)
+        found = await store.get(who, conversation_id) if who is not None and conversation_id else None
+        return found.title if found is not None else ""
+
     def history_new() -> tuple:
         return [], None, "", "", gr.update(visible=False), gr.update(value=None)
 
@@ -154,6 +160,8 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
 
     listed = [side.search, chat.conversation]
     chat.conversation.change(history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden")
+    chat.conversation.change(history_title, chat.conversation, side.title, concurrency_limit=None,
+                             show_progress="hidden")
     side.search.change(history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden")
     page.demo.load(history_list, listed, side.listing, concurrency_limit=None)
     side.listing.input(history_open, [side.listing, page.lang],
