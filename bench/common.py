@@ -1,6 +1,7 @@
 """What every benchmark in bench/ shares: where things are, the bundled model and prompts, output
 (progress bars, notes, tables) and statistics. The machine's readings are in bench/machine.py,
-server processes in bench/servers.py, HTTP clients in bench/clients.py: written once so that every
+server processes in bench/servers.py, HTTP clients in bench/clients.py, open-loop sending in
+bench/open_loop.py, result tables and files in bench/report.py: written once so that every
 benchmark measures and reports the same way.
 
 Each benchmark starts with one line before importing from bench:
