@@ -222,3 +222,33 @@ def test_edit_a_past_message_and_regenerate_the_last_answer(make_ui_server: Call
     assert "second question" not in page.locator("#chatbot").inner_text()
     assert regenerated[:40] not in page.locator("#chatbot").inner_text()
     shot(page, "edited-reopened")
+
+
+def test_an_imported_chat_renders_latex_has_copy_buttons_and_chinese_labels(make_ui_server: Callable,  # noqa: F811
+                                                                            open_page: Callable,  # noqa: F811
+                                                                            shot: Callable,  # noqa: F811
+                                                                            tmp_path: Path) -> None:
+    export = tmp_path / "chatgpt.json"
+    export.write_text(json.dumps([{"title": "Energy", "current_node": "b", "mapping": {
+        "a": {"message": {"author": {"role": "user"}, "content": {"content_type": "text", "parts": ["Mass and energy?"]}},
+              "parent": None, "children": ["b"]},
+        "b": {"message": {"author": {"role": "assistant"}, "content": {"content_type": "text", "parts": [
+            "Inline $a^2+b^2=c^2$, and on its own line:\n\n$$E = mc^2$$\n\n```python\nprint('hi')\n```"]}},
+              "parent": "a", "children": []}}}]), encoding="utf-8")
+    page = open_page(make_ui_server(QUICK))
+    with page.expect_file_chooser() as chooser:
+        page.locator("#import").click()
+    chooser.value.set_files(str(export))  # ChatGPT's conversations.json
+    expect(page.locator("#history-status")).to_contain_text("1 conversation(s) imported")
+    open_conversation(page, "Energy")
+    expect(page.locator("#chatbot .katex")).to_have_count(2)  # $...$ inline and $$...$$ on its own line
+    expect(page.locator("#chatbot .katex-display")).to_have_count(1)
+    expect(page.locator("#chatbot pre code")).to_contain_text("print('hi')")
+    assert page.locator("#chatbot").get_by_role("button", name="Copy").count() >= 1
+    shot(page, "latex")
+    page.locator("#language").get_by_text("中文").click()
+    expect(page.locator("#new-chat")).to_have_text("新对话")
+    expect(page.locator("#export-all")).to_have_text("全部导出")
+    expect(page.locator("#import")).to_contain_text("导入 JSON")
+    expect(page.locator("#history")).to_contain_text("对话记录")
+    shot(page, "chinese")
