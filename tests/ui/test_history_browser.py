@@ -252,3 +252,20 @@ def test_an_imported_chat_renders_latex_has_copy_buttons_and_chinese_labels(make
     expect(page.locator("#import")).to_contain_text("导入 JSON")
     expect(page.locator("#history")).to_contain_text("对话记录")
     shot(page, "chinese")
+
+
+def test_undo_takes_the_last_turn_back_into_the_box(make_ui_server: Callable, open_page: Callable,  # noqa: F811
+                                                    shot: Callable) -> None:  # noqa: F811
+    page = open_page(make_ui_server(QUICK))
+    send(page, "keep this one")
+    answered(page)
+    send(page, "take this back")
+    answered(page)
+    page.locator("#chatbot").get_by_role("button", name="Undo").last.click()
+    wait_until(lambda: user_texts(page) == ["keep this one"], what="the last turn to go")
+    expect(page.locator("#message textarea")).to_have_value("take this back")
+    page.reload()
+    settle(page)
+    open_conversation(page, "keep this one")
+    assert user_texts(page) == ["keep this one"]  # the history dropped it too
+    shot(page, "undone")
