@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
+from array import array
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
 from datasketch import MinHash, MinHashLSH
 
-from cache.similar_guards import features, jaccard, refusal, shingles
+from cache.similar_guards import features, refusal, shingles
 
 
 @dataclass(slots=True, frozen=True)
@@ -32,7 +34,7 @@ class Match:
 class _Entry:
     context: str
     text: str
-
+    hashes: array  # the shingles' hash() values: the exact Jaccard without shingling the text again
 
 def split_canonical(canonical: str) -> tuple[str, str] | None:
     """(context digest, last user text) of a canonical request, or None when the conversation
@@ -52,7 +54,7 @@ def split_canonical(canonical: str) -> tuple[str, str] | None:
 class SimilarIndex:
     """At most `max_entries` entries (the oldest go first; the cache removes its evicted ones too)."""
 
-    def __init__(self, max_entries: int, threshold: float, lsh_threshold: float, num_perm: int = 64,
+    def __init__(self, max_entries: int, threshold: float, lsh_threshold: float, num_perm: int = 32,
                  max_candidates: int = 8) -> None:
         self.max_entries = max_entries
         self.threshold = threshold
@@ -81,7 +83,8 @@ class SimilarIndex:
             return False
         self.remove(digest)
         self._lsh.insert(digest, self._minhash(context, shingled))
-        self._entries[digest] = _Entry(context, text)
+        hashes = array("q", {hash(s) for s in shingled})
+        self._entries[digest] = _Entry(sys.intern(context), text, hashes)  # one context string per partition
         while len(self._entries) > self.max_entries:
             self.remove(next(iter(self._entries)))
         return True
@@ -101,29 +104,37 @@ class SimilarIndex:
     def match(self, canonical: str, skip: Callable[[str], bool] = lambda _: False) -> Match | None:
         """The most similar indexed request in the same partition that every guard lets through,
         or None. `skip(digest)`: candidates not to use (the request's own key, blocked pairings)."""
-        split = split_canonical(canonical)
-        if split is None:
-            return None
-        context, text = split
-        shingled = shingles(text)
-        if not shingled:
-            return None
-        scored = []
-        for digest in self._lsh.query(self._minhash(context, shingled)):
-            entry = self._entries.get(digest)
-            if entry is None or entry.context != context or skip(digest):
-                continue
-            similarity = jaccard(shingled, shingles(entry.text))
-            if similarity >= self.threshold:
-                scored.append((similarity, digest))
-        scored.sort(reverse=True)
-        mine = features(text) if scored else None
+        scored = self.candidates(canonical, skip)
+        mine = features(split_canonical(canonical)[1]) if scored else None
         for similarity, digest in scored[:self.max_candidates]:
             why = refusal(mine, features(self._entries[digest].text))
             if why is None:
                 return Match(digest, round(similarity, 4))
             self.refused[why] += 1
         return None
+
+    def candidates(self, canonical: str, skip: Callable[[str], bool] = lambda _: False) -> list[tuple[float, str]]:
+        """(similarity, digest) of the LSH candidates in the same partition at or above the
+        threshold, most similar first, before any guard."""
+        split = split_canonical(canonical)
+        if split is None:
+            return []
+        context, text = split
+        shingled = shingles(text)
+        if not shingled:
+            return []
+        scored = []
+        mine = {hash(s) for s in shingled}  # hash() is per process; the index is rebuilt per process too
+        for digest in self._lsh.query(self._minhash(context, shingled)):
+            entry = self._entries.get(digest)
+            if entry is None or entry.context != context or skip(digest):
+                continue
+            common = len(mine.intersection(entry.hashes))
+            similarity = common / (len(mine) + len(entry.hashes) - common)
+            if similarity >= self.threshold:
+                scored.append((similarity, digest))
+        scored.sort(reverse=True)
+        return scored
 
     def _minhash(self, context: str, shingled: set[str]) -> MinHash:
         minhash = MinHash(self._num_perm, seed=1, permutations=self._perms, scheme="affine32")

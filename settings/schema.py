@@ -348,9 +348,9 @@ class SimilarCacheConfig(Section):
     threshold: float = Field(0.5, ge=0.0, le=1.0, description=(
         "Least Jaccard similarity of the two texts' word (English) or character (Chinese) shingles for a hit; "
         "chosen from bench/similar_cache.py."))
-    lsh_threshold: float = Field(0.3, ge=0.05, le=1.0, description=(
+    lsh_threshold: float = Field(0.25, ge=0.05, le=1.0, description=(
         "The LSH's candidate threshold (at or below `threshold`, so the index does not lose hits it would pass)."))
-    num_perm: int = Field(64, ge=16, le=512, description="MinHash permutations per entry: more is more exact and more memory.")
+    num_perm: int = Field(32, ge=16, le=512, description="MinHash permutations per entry: more is more exact and more memory.")
     max_candidates: int = Field(8, ge=1, le=100, description="Candidates above `threshold` the guards examine per lookup.")
 
 

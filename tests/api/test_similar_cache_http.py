@@ -14,8 +14,8 @@ from settings.loader import ConfigError, load_config
 from tests.conftest import LiveServer, live_server
 
 CHAT = "/v1/chat/completions"
-QUESTION = "How do I sort a list of numbers in Python?"
-PARAPHRASE = "in python,   how do i sort a list of numbres"  # reordered clause, a typo, case, spacing
+QUESTION = "How do I sort a list of numbers by their absolute value in Python?"
+PARAPHRASE = "in python,   how do i sort a list of numbers by their absolute valeu"  # clause moved, typo, case, spaces
 A_KEY, B_KEY = "Bearer team-a-key", "Bearer team-b-key"
 
 
