@@ -5,12 +5,12 @@ Each writes the conversation to the history as it goes (ui.answer)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
 import gradio as gr
 
 from ui.answer import Book, stream_answer
+from ui.chat_parts import ChatParts
 from ui.chat import ChatSettings, text_of
 from ui.history_view import is_extra, stored_count
 from ui.operator_panel import build_operator_panel
@@ -20,18 +20,6 @@ from ui.sidebar import build_sidebar, wire_sidebar
 # $$...$$ and \[...\] on a line of their own, $...$ and \(...\) inline, as the models write them
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
          {"left": "$", "right": "$", "display": False}, {"left": "\\(", "right": "\\)", "display": False}]
-
-
-@dataclass(slots=True)
-class ChatParts:
-    """What the sidebar fills in when it opens a conversation."""
-
-    chatbot: gr.Chatbot
-    conversation: gr.State
-    info: gr.Markdown
-    msg: gr.Textbox
-    settings: list[Any]  # system, priority, max_tokens, temperature, top_p, reasoning, timeout
-    events: list[Any]  # the answering events, which opening another conversation cancels
 
 
 def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:

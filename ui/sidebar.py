@@ -21,7 +21,7 @@ from ui.i18n import message
 from ui.page import Labels, Page, code_of
 
 if TYPE_CHECKING:
-    from ui.chat_tab import ChatParts
+    from ui.chat_parts import ChatParts
 
 FORMATS = ["JSON", "Markdown"]
 
