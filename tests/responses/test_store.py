@@ -10,15 +10,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.app_process import free_port, start_app
 from responses.store import ChainBroken, ResponseStore, StoredResponse
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def stored(rid: str, caller: str = "alice", created: float = 0.0, previous: str | None = None) -> StoredResponse:
@@ -78,15 +77,15 @@ def test_kill_9_during_a_burst_loses_no_completed_response(tmp_path):
     """SIGKILL while stored responses are being made: every one whose client heard it completed
     is there after a restart."""
     path = tmp_path / "r.sqlite3"
-    port = _free_port()
+    port = free_port()
     args = [sys.executable, "app.py", "--port", str(port), "--set", "engine.backend=sim", "--set", "server.ui=false",
             "--set", "engine.sim.token_latency_ms=2", "--set", "cache.enabled=false", "--set", "logging.file=",
             "--set", "monitor.gpu=false", "--set", f"responses.path={path}"]
     url = f"http://127.0.0.1:{port}"
-    proc = _start(args, url)
+    proc = start_app(args, url)
     try:
         completed = asyncio.run(_burst_then_kill(url, proc))
-        proc = _start(args, url)
+        proc = start_app(args, url)
         with httpx.Client(base_url=url, timeout=10) as client:
             missing = [rid for rid in completed if client.get(f"/v1/responses/{rid}").status_code != 200]
     finally:
@@ -111,25 +110,3 @@ async def _burst_then_kill(url: str, proc: subprocess.Popen) -> list[str]:
         await asyncio.gather(*(one(client, i) for i in range(200)))
     proc.wait(timeout=10)
     return completed
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _start(args: list[str], url: str) -> subprocess.Popen:
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the server did not start")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,10 +14,10 @@ from pathlib import Path
 import httpx
 from gradio_client import Client
 
+from tests.app_process import free_port, start_app
 from ui.answer import CHECKPOINT_S
 from ui.owner import BROWSER_COOKIE
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def text(content: str | list) -> str:
@@ -32,16 +30,14 @@ def chat(message: str, history: list, max_tokens: int) -> list:
 
 
 def test_kill_9_during_a_streamed_answer_keeps_every_earlier_message(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     args = [sys.executable, "app.py", "--port", str(port), "--set", "engine.backend=sim", "--set", "server.ui=true",
             "--set", "engine.sim.token_latency_ms=20", "--set", "engine.sim.natural_stop=false",
             "--set", "cache.enabled=false", "--set", "logging.file=", "--set", "monitor.gpu=false",
             "--set", f"responses.path={tmp_path}/responses.sqlite3",
             "--set", f"ui.history.path={tmp_path}/conversations.sqlite3"]
     url = f"http://127.0.0.1:{port}"
-    proc = _start(args, url)
+    proc = start_app(args, url, timeout_s=90)
     try:
         browser_id = httpx.get(url + "/", timeout=10).cookies[BROWSER_COOKIE]
         headers = {"Cookie": f"{BROWSER_COOKIE}={browser_id}"}
@@ -58,7 +54,7 @@ def test_kill_9_during_a_streamed_answer_keeps_every_earlier_message(tmp_path: P
         assert len(partial.split()) > 20 and not job.done(), "the third answer should be streaming now"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        proc = _start(args, url)
+        proc = start_app(args, url, timeout_s=90)
         again = Client(url + "/", headers=headers, verbose=False, download_files=str(tmp_path))
         exported, _ = again.predict("JSON", "English", api_name="/history_export_all")
     finally:
@@ -74,17 +70,3 @@ def test_kill_9_during_a_streamed_answer_keeps_every_earlier_message(tmp_path: P
     shorter, longer = sorted([streamed["content"].rstrip(), partial.rstrip()], key=len)
     assert len(streamed["content"].split()) > 10 and longer.startswith(shorter), (streamed["content"], partial)
     assert len(messages) == 6
-
-
-def _start(args: list[str], url: str) -> subprocess.Popen:
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the server did not start")
