@@ -61,7 +61,8 @@ class LlamaCppEngine:
         return Capabilities(model=self.config.served_model_name, max_model_len=self.config.max_model_len,
                             token_budget=self.config.kv_tokens, supports_priority=False,
                             supports_reasoning_effort=True, max_num_seqs=self.config.n_parallel,
-                            tool_format=self._tool_format, unsupported_params=UNSUPPORTED_PARAMS)
+                            tool_format=self._tool_format, unsupported_params=UNSUPPORTED_PARAMS,
+                            serial_prefill=True)
 
     async def start(self) -> None:
         path = resolve_gguf(self.config.model)

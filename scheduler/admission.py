@@ -16,10 +16,13 @@ class AdmissionController:
     high request never waits for lower ones to finish, and while
     it runs above the limit the lower classes wait until the total is back under it, so the
     overshoot lasts one lower request's lifetime at most. While a high request waits for its first
-    token no lower one starts: a prompt prefilled in the same engine step would delay it."""
+    token no lower one starts: a prompt prefilled in the same engine step would delay it. For the
+    same reason at most `lower_prefills` lower requests prefill at once (None: any number): where
+    prompts prefill on the CPU threads that decode (llama.cpp), a high arriving beside several
+    lower prompts waits for all of them."""
 
     def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
-                 high_reserve: float = 0.0, upper: int | None = None) -> None:
+                 high_reserve: float = 0.0, upper: int | None = None, lower_prefills: int | None = None) -> None:
         self.max_concurrency = max_concurrency
         self.high_reserve = high_reserve
         self.upper = upper or max_concurrency
@@ -30,6 +33,8 @@ class AdmissionController:
         self._running: dict[str, int] = {}
         self._high: set[str] = set()
         self._high_prefilling: set[str] = set()
+        self.lower_prefills = lower_prefills
+        self._lower_prefilling: set[str] = set()
         self.tokens_in_use = 0
 
     @property
@@ -48,14 +53,19 @@ class AdmissionController:
     def _has_slot(self, priority: PriorityClass) -> bool:
         if priority is PriorityClass.HIGH:
             return len(self._high) < self.slots_for(priority) and len(self._running) < self.upper
-        return not self._high_prefilling and len(self._running) < self.slots_for(priority)
+        return self._lower_may_prefill() and len(self._running) < self.slots_for(priority)
+
+    def _lower_may_prefill(self) -> bool:
+        if self._high_prefilling:
+            return False
+        return self.lower_prefills is None or len(self._lower_prefilling) < self.lower_prefills
 
     def has_any_slot(self) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""
         running, limit = len(self._running), self.max_concurrency
         if self.paused or running >= self.upper:
             return False
-        lower_may = not self._high_prefilling and running < max(1, limit - int(limit * self.high_reserve))
+        lower_may = self._lower_may_prefill() and running < max(1, limit - int(limit * self.high_reserve))
         return len(self._high) < self.slots_for(PriorityClass.HIGH) or lower_may
 
     def cost(self, request: Request) -> int:
@@ -79,15 +89,19 @@ class AdmissionController:
         if request.priority is PriorityClass.HIGH:
             self._high.add(request.request_id)
             self._high_prefilling.add(request.request_id)
+        elif self.lower_prefills is not None:
+            self._lower_prefilling.add(request.request_id)
 
     def first_token(self, request_id: str) -> bool:
-        """Whether this ends a high request's prefill, which may let lower ones start."""
-        if request_id not in self._high_prefilling:
-            return False
-        self._high_prefilling.discard(request_id)
-        return True
+        """Whether this ends a prefill that held lower requests back, so they may start now."""
+        for prefilling in (self._high_prefilling, self._lower_prefilling):
+            if request_id in prefilling:
+                prefilling.discard(request_id)
+                return True
+        return False
 
     def release(self, request_id: str) -> None:
         self.tokens_in_use -= self._running.pop(request_id, 0)
         self._high.discard(request_id)
         self._high_prefilling.discard(request_id)
+        self._lower_prefilling.discard(request_id)

@@ -67,6 +67,7 @@ class Scheduler(Dispatch, Control, Bookkeeping):
     async def start(self) -> None:
         caps = self.engine.capabilities
         self.admission.token_budget, self.admission.block_size = caps.token_budget, caps.block_size
+        self.admission.lower_prefills = self.config.lower_prefills or (1 if caps.serial_prefill else None)
         self._set_upper()
         self._timer = asyncio.create_task(self._tick_forever(), name="scheduler-timer")
 

@@ -225,6 +225,22 @@ async def test_highs_start_past_a_fallen_limit_while_their_own_traffic_needs_the
     await stop(sched)
 
 
+async def test_with_lower_prefills_one_the_next_low_starts_at_the_first_token_of_the_last():
+    sched = await started(slots=4, latency_ms=100, lower_prefills=1)
+    lows = [sched.submit(make_request(P.LOW, max_tokens=3)) for _ in range(3)]
+    assert [t.request.state.value for t in lows] == ["running", "queued", "queued"]
+    high = sched.submit(make_request(P.HIGH, max_tokens=3))
+    assert high.request.state.value == "running"  # high is never held back by a lower prefill
+    await asyncio.wait_for(asyncio.gather(_first_delta(lows[0]), _first_delta(high)), 2)
+    assert [t.request.state.value for t in lows] == ["running", "running", "queued"]
+    await stop(sched)
+
+
+async def _first_delta(ticket) -> None:
+    while not isinstance(await ticket.events.get(), Delta):
+        pass
+
+
 async def test_a_high_behind_an_aged_low_head_still_takes_its_slot():
     clock = FakeClock()
     sched = await started(slots=10, latency_ms=50, clock=clock)

@@ -73,6 +73,20 @@ def test_no_lower_request_starts_while_a_high_one_waits_for_its_first_token():
     assert adm.fits(make_request(P.MEDIUM)) and not adm.first_token(make_request(P.LOW).request_id)
 
 
+def test_lower_requests_prefill_one_at_a_time_where_the_engine_prefills_serially():
+    adm = AdmissionController(max_concurrency=8, token_budget=None, lower_prefills=1)
+    low, medium, high = make_request(P.LOW), make_request(P.MEDIUM), make_request(P.HIGH)
+    adm.admit(low)
+    assert not adm.fits(medium) and adm.fits(high) and adm.has_any_slot()
+    assert adm.first_token(low.request_id) and adm.fits(medium)
+    adm.admit(medium)
+    adm.release(medium.request_id)  # failed before its first token
+    assert adm.fits(make_request(P.LOW))
+    unlimited = AdmissionController(max_concurrency=8, token_budget=None)
+    unlimited.admit(low)
+    assert unlimited.fits(medium) and not unlimited.first_token(low.request_id)
+
+
 def test_admission_by_slots_and_tokens():
     adm = AdmissionController(max_concurrency=2, token_budget=100)
     a, b, c = (make_request(prompt_tokens=20, max_tokens=20) for _ in range(3))
