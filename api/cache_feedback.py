@@ -41,10 +41,11 @@ async def cache_feedback(request: Request) -> dict:
         raise APIError(400, "cache_source must be the X-Cache-Source of the hit (64 hex digits)",
                        param="cache_source", code="invalid_value")
     if isinstance(given, str):
-        pairing = similar.pairing_of(given)
-        if pairing is None or (source is not None and source != pairing.source):
+        reported = services.pipeline.cache.report(given, source)
+        if reported is None:
             raise APIError(404, f"no recent similar-question answer has the id {given[:140]!r}", param="request",
                            code="not_found")
+        pairing, new = reported
     elif isinstance(given, dict):
         if source is None:
             raise APIError(400, "missing required parameter: 'cache_source' (with a request body)",
@@ -55,9 +56,9 @@ async def cache_feedback(request: Request) -> dict:
             raise APIError(400, "that request is not cached (not deterministic, or it bypasses the cache)",
                            param="request", code="invalid_value")
         pairing = Pairing(source, plan.key.digest)
+        new = cache.block(pairing)
     else:
         raise APIError(400, "request must be the similar hit's response id, or the chat request body",
                        param="request", code="invalid_value")
-    new = cache.block(pairing)
     return {"object": "cache.feedback", "blocked": True, "new": new, "cache_source": pairing.source,
             "request_key": pairing.request}

@@ -95,6 +95,17 @@ class CachePath:
         if plan.pairing is not None and similar is not None:
             similar.served(response_id, plan.pairing)
 
+    def report(self, response_id: str, source: str | None = None,
+               request: str | None = None) -> tuple[Pairing, bool] | None:
+        """A similar hit reported wrong by the id it went out as: its pairing is never served again
+        (and whether this report was its first). None where no recent hit went out as that id, or
+        the hit is not of `source` or not for the request whose key is `request`."""
+        similar = getattr(self.cache, "similar", None)
+        pairing = similar.pairing_of(response_id) if similar is not None else None
+        if pairing is None or source not in (None, pairing.source) or request not in (None, pairing.request):
+            return None
+        return pairing, self.cache.block(pairing)
+
     async def _across_gateways(self, plan: CachePlan) -> CachedResponse | None:
         """With a shared cache, one gateway generates and the others wait for its answer."""
         claim = getattr(self.cache, "claim", None)

@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
+from cache.similar_index import Match
 from cache.store import CachedResponse
 from core.types import Delta, ToolCall
 from engine.base import EngineBackend
@@ -185,7 +186,7 @@ class ChatRun:
     async def events(self) -> AsyncIterator[Event]:
         try:
             if self.hit is not None:
-                for event in _replay(self.hit, self.priority):
+                for event in _replay(self.hit, self.priority, self.plan.similar):
                     yield event
                 return
             async for event in self._from_ticket():
@@ -277,7 +278,7 @@ def _queued(scheduler: Scheduler, request_id: str) -> Queued | None:
     return Queued(status["position"], status["queue_length"], status["estimated_wait_s"], status["waited_s"])
 
 
-def _replay(hit: CachedResponse, priority: PriorityClass) -> list[Event]:
+def _replay(hit: CachedResponse, priority: PriorityClass, similar: Match | None) -> list[Event]:
     """A stored answer as the same events a fresh one makes, in word-sized pieces."""
     usage = Usage(hit.prompt_tokens, hit.completion_tokens, reasoning_tokens=hit.reasoning_tokens)
     calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in hit.tool_calls)
@@ -285,7 +286,8 @@ def _replay(hit: CachedResponse, priority: PriorityClass) -> list[Event]:
               for piece in (ToolCallPiece(i, c.id, c.name, ""), ToolCallPiece(i, None, None, c.arguments))]
     return [Started(0.0, priority.value), *(ReasoningDelta(p) for p in _PIECES.findall(hit.reasoning)),
             *(TextDelta(p) for p in _PIECES.findall(hit.text)), *pieces,
-            Finished(hit.text, hit.finish_reason, usage, True, 0.0, reasoning=hit.reasoning, tool_calls=calls)]
+            Finished(hit.text, hit.finish_reason, usage, True, 0.0, reasoning=hit.reasoning, tool_calls=calls,
+                     similarity=similar.similarity if similar is not None else None)]
 
 
 def _speed(tokens: int, first_token_at: float | None) -> float | None:

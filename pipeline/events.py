@@ -65,6 +65,7 @@ class Finished:
     reasoning: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     logprobs: tuple[TokenLogprob, ...] | None = None
+    similarity: float | None = None  # another request's stored answer, to a question this similar
 
 
 @dataclass(slots=True, frozen=True)

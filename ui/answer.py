@@ -18,7 +18,7 @@ import gradio as gr
 
 from pipeline.caller import Caller
 from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
-from ui.chat import ChatSettings, run_chat
+from ui.chat import ChatSettings, new_request_id, run_chat
 from ui.history_store import STREAMING, HistoryStore, StoredMessage
 from ui.history_view import settings_dict
 from ui.i18n import message
@@ -99,31 +99,34 @@ class _Recorder:
 
 
 async def stream_answer(services: Services, caller: Caller, chat: list, settings: ChatSettings, code: str,
-                        book: Book) -> AsyncIterator[tuple]:
-    """(chat, toast, info) updates for one answer, recorded in `book`."""
+                        book: Book, exact: bool = False) -> AsyncIterator[tuple]:
+    """(chat, toast, info, similar) updates for one answer, recorded in `book`; `similar` is the
+    response id a similar-question answer went out as (what "ask the model instead" reports),
+    else None. `exact`: no similar-question answer."""
     hidden = gr.update(visible=False)
     shown = ShownAnswer(chat, message(code, "thinking"))
     recorder = _Recorder(book)
     await recorder.start()
-    yield shown.messages(), hidden, ""
-    priority = ""
+    yield shown.messages(), hidden, "", None
+    priority, request_id = "", new_request_id()
     try:
-        async for event in run_chat(services.pipeline, caller, chat, settings):
+        async for event in run_chat(services.pipeline, caller, chat, settings, request_id, exact):
             if isinstance(event, Started):
                 priority = event.priority
             elif isinstance(event, Queued):
                 note = message(code, "queued", position=event.position, length=event.queue_length)
                 if event.estimated_wait_s is not None:
                     note += message(code, "eta", s=event.estimated_wait_s)
-                yield shown.messages(), gr.update(value=note, visible=True), ""
+                yield shown.messages(), gr.update(value=note, visible=True), "", None
             elif isinstance(event, (ReasoningDelta, TextDelta)):
                 shown.think(event.text) if isinstance(event, ReasoningDelta) else shown.say(event.text)
                 await recorder.progress(shown)
-                yield shown.messages(), hidden, gr.update()
+                yield shown.messages(), hidden, gr.update(), None
             elif isinstance(event, Finished):
                 shown.finish(event.text, event.reasoning)
                 await recorder.end(shown, "done", details=answer_details(event, caller, priority))
-                yield shown.messages(), hidden, answer_info(event, caller, priority, code)
+                similar = request_id if event.similarity is not None else None
+                yield shown.messages(), hidden, answer_info(event, caller, priority, code), similar
             elif isinstance(event, Refused):
                 shown.stop_thinking()
                 refusal = event.refusal
@@ -134,7 +137,7 @@ async def stream_answer(services: Services, caller: Caller, chat: list, settings
                 else:
                     text = message(code, "error", message=refusal.message)
                 gr.Warning(text)
-                yield shown.messages(), hidden, f"⚠️ {text}"
+                yield shown.messages(), hidden, f"⚠️ {text}", None
     finally:  # the Stop button cancels this generator; the page going away closes it
         if recorder.message_id is not None:
             shown.stop_thinking()

@@ -27,28 +27,47 @@ class ChatSettings:
     system_prompt: str = ""
 
 
-def build_body(model: str, history: list[dict], settings: ChatSettings) -> ChatCompletionRequest:
+def build_body(model: str, history: list[dict], settings: ChatSettings, exact: bool = False) -> ChatCompletionRequest:
+    """`exact`: no similar-question answer, as `"cache": "exact"` asks through the API."""
     messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else [])
     messages += [{"role": m["role"], "content": _text(m["content"])} for m in history if not _is_thinking(m)]
     return ChatCompletionRequest.model_validate({
         "model": model, "messages": messages, "max_tokens": settings.max_tokens, "temperature": settings.temperature,
         "top_p": settings.top_p, "reasoning_effort": settings.reasoning_effort, "priority": settings.priority,
+        **({"cache": "exact"} if exact else {}),
     })
 
 
-async def run_chat(pipeline: ChatPipeline, caller: Caller, history: list[dict],
-                   settings: ChatSettings) -> AsyncIterator[Event]:
+def new_request_id() -> str:
+    return f"ui-{uuid.uuid4().hex}"
+
+
+async def run_chat(pipeline: ChatPipeline, caller: Caller, history: list[dict], settings: ChatSettings,
+                   request_id: str | None = None, exact: bool = False) -> AsyncIterator[Event]:
     """The pipeline's events for one answer; settings the API would refuse are refused alike."""
     try:
-        body = build_body(pipeline.engine.capabilities.model, history, settings)
+        body = build_body(pipeline.engine.capabilities.model, history, settings, exact)
     except ValidationError as exc:
         param, message = describe(exc)
         yield Refused(Refusal(400, message, param=param, code="invalid_value"))
         return
-    call = ChatCall(caller=caller, params=body, request_id=f"ui-{uuid.uuid4().hex}", streamed=True,
+    call = ChatCall(caller=caller, params=body, request_id=request_id or new_request_id(), streamed=True,
                     timeout_s=settings.timeout_s)
     async for event in pipeline.run(call):
         yield event
+
+
+def report_similar(pipeline: ChatPipeline, caller: Caller, history: list[dict], settings: ChatSettings,
+                   response_id: str) -> bool:
+    """The page's "ask the model instead": the similar answer that went out as `response_id` is
+    reported wrong, as POST /v1/cache/feedback does, but only where it answered this caller's
+    request for `history` (the key holds the caller's namespace): nobody reports another's."""
+    try:
+        body = build_body(pipeline.engine.capabilities.model, history, settings)
+    except ValidationError:
+        return False
+    plan = pipeline.cache.plan(pipeline.engine.capabilities.model, body, caller.cache_namespace)
+    return plan.key is not None and pipeline.cache.report(response_id, request=plan.key.digest) is not None
 
 
 def _is_thinking(message: dict) -> bool:

@@ -19,3 +19,9 @@ class ChatParts:
     msg: gr.Textbox
     settings: list[Any]  # system, priority, max_tokens, temperature, top_p, reasoning, timeout
     events: list[Any]  # the answering events, which opening another conversation cancels
+    similar: list[Any]  # the served similar answer's id and its "ask the model instead" button
+
+    @staticmethod
+    def no_similar() -> tuple[None, dict]:
+        """Another conversation in the chat: the button is for an answer no longer there."""
+        return None, gr.update(visible=False)

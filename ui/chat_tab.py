@@ -1,6 +1,7 @@
 """The Chat tab: the conversation sidebar, the chat, its settings, and the events that answer:
 send, regenerate (our Retry button and the chatbot's own retry icon), edit a past message and
-answer again from there (the chatbot's `editable` / `.edit`), undo the last turn, stop, clear.
+answer again from there (the chatbot's `editable` / `.edit`), undo the last turn, stop, clear, and
+"ask the model instead" after a similar question's answer from the cache.
 Each writes the conversation to the history as it goes (ui.answer)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import gradio as gr
 
 from ui.answer import Book, stream_answer
 from ui.chat_parts import ChatParts
-from ui.chat import ChatSettings, text_of
+from ui.chat import ChatSettings, report_similar, text_of
 from ui.history_view import is_extra, stored_count
 from ui.operator_panel import build_operator_panel
 from ui.page import Labels, Page, code_of
@@ -27,6 +28,7 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
     engine = page.services.engine
     with gr.Tab(t("chat"), elem_id="tab-chat") as tab:
         conversation = gr.State(None)
+        served = gr.State(None)  # the id a similar-question answer went out as; kept on the server
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=240, visible=page.history.config.enabled, elem_id="history"):
                 sidebar = build_sidebar(t)
@@ -40,6 +42,7 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
                     stop = gr.Button(t("stop"), variant="stop", scale=1, elem_id="stop")
                 with gr.Row():
                     retry = gr.Button(t("retry"), elem_id="retry")
+                    ask = gr.Button(t("ask_model"), visible=False, elem_id="ask-model")
                     clear = gr.Button(t("clear"), elem_id="clear")
                 with gr.Accordion(t("advanced"), open=False, elem_id="advanced") as advanced:
                     system = gr.Textbox(label=t("system_prompt"), lines=2, elem_id="system-prompt")
@@ -65,22 +68,24 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
                       request: gr.Request) -> AsyncIterator[tuple]:
         caller, turns = book(request, conversation_id)
         if not text.strip():
-            yield chat, text, gr.update(visible=False), "", conversation_id
+            yield chat, text, gr.update(visible=False), "", conversation_id, gr.skip(), gr.skip()
             return
         chat = [*chat, {"role": "user", "content": text}]
         chosen = _settings(system_prompt, prio, max_tok, temp, top, effort, limit)
         conversation_id = await turns.user_message(text, chosen)
-        async for shown, toast, line in stream_answer(page.services, caller, chat, chosen, code_of(language), turns):
-            yield shown, "", toast, line, conversation_id
+        async for shown, toast, line, similar in stream_answer(page.services, caller, chat, chosen, code_of(language),
+                                                               turns):
+            yield shown, "", toast, line, conversation_id, similar, gr.update(visible=similar is not None)
 
     async def again(chat: list, chosen: ChatSettings, language: str, caller: Any,
-                    turns: Book) -> AsyncIterator[tuple]:
+                    turns: Book, exact: bool = False) -> AsyncIterator[tuple]:
         if not chat:
-            yield chat, gr.update(visible=False), "", turns.conversation_id
+            yield chat, gr.update(visible=False), "", turns.conversation_id, gr.skip(), gr.skip()
             return
         await turns.cut(stored_count(chat), chosen)
-        async for shown, toast, line in stream_answer(page.services, caller, chat, chosen, code_of(language), turns):
-            yield shown, toast, line, turns.conversation_id
+        async for shown, toast, line, similar in stream_answer(page.services, caller, chat, chosen, code_of(language),
+                                                               turns, exact):
+            yield shown, toast, line, turns.conversation_id, similar, gr.update(visible=similar is not None)
 
     async def redo(chat: list, system_prompt: str, prio: str, max_tok: float, temp: float, top: float,
                    effort: str, limit: float, language: str, conversation_id: str | None,
@@ -93,6 +98,19 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         async for update in again(chat, chosen, language, caller, turns):
             yield update
 
+    async def ask_model(chat: list, similar: str | None, system_prompt: str, prio: str, max_tok: float, temp: float,
+                        top: float, effort: str, limit: float, language: str, conversation_id: str | None,
+                        request: gr.Request) -> AsyncIterator[tuple]:
+        """After a similar question's answer: reports it wrong, then the model answers instead."""
+        caller, turns = book(request, conversation_id)
+        while chat and chat[-1]["role"] == "assistant":
+            chat = chat[:-1]
+        chosen = _settings(system_prompt, prio, max_tok, temp, top, effort, limit)
+        if similar is not None:
+            report_similar(page.services.pipeline, caller, chat, chosen, similar)
+        async for update in again(chat, chosen, language, caller, turns, exact=True):
+            yield update
+
     async def edited(chat: list, system_prompt: str, prio: str, max_tok: float, temp: float, top: float,
                      effort: str, limit: float, language: str, conversation_id: str | None, edit: gr.EditData,
                      request: gr.Request) -> AsyncIterator[tuple]:
@@ -101,14 +119,15 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         index = edit.index if isinstance(edit.index, int) else edit.index[0]
         chosen = _settings(system_prompt, prio, max_tok, temp, top, effort, limit)
         if not 0 <= index < len(chat) or chat[index]["role"] != "user" or is_extra(chat[index]):
-            yield chat, gr.update(visible=False), "", conversation_id
+            yield chat, gr.update(visible=False), "", conversation_id, gr.skip(), gr.skip()
             return
         text = text_of(edit.value)
         chat = [*chat[:index], {"role": "user", "content": text}]
         await turns.cut(stored_count(chat[:index]), chosen)
         await turns.user_message(text, chosen)
-        async for shown, toast, line in stream_answer(page.services, caller, chat, chosen, code_of(language), turns):
-            yield shown, toast, line, turns.conversation_id
+        async for shown, toast, line, similar in stream_answer(page.services, caller, chat, chosen, code_of(language),
+                                                               turns):
+            yield shown, toast, line, turns.conversation_id, similar, gr.update(visible=similar is not None)
 
     async def undo(chat: list, conversation_id: str | None, data: gr.UndoData, request: gr.Request) -> tuple:
         """The last turn goes, and its message comes back into the box to be sent again."""
@@ -118,25 +137,27 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         await turns.cut(stored_count(kept), ChatSettings())
         return kept, text_of(data.value if data.value else chat[index]["content"]), ""
 
-    chat_outputs = [chatbot, msg, page.toast, info, conversation]
-    again_outputs = [chatbot, page.toast, info, conversation]
+    chat_outputs = [chatbot, msg, page.toast, info, conversation, served, ask]
+    again_outputs = [chatbot, page.toast, info, conversation, served, ask]
     events = [
         send.click(respond, [msg, chatbot, *inputs], chat_outputs, concurrency_limit=None),
         msg.submit(respond, [msg, chatbot, *inputs], chat_outputs, concurrency_limit=None),
         retry.click(redo, [chatbot, *inputs], again_outputs, concurrency_limit=None),
         chatbot.retry(redo, [chatbot, *inputs], again_outputs, concurrency_limit=None),
         chatbot.edit(edited, [chatbot, *inputs], again_outputs, concurrency_limit=None),
+        ask.click(ask_model, [chatbot, served, *inputs], again_outputs, concurrency_limit=None),
     ]
-    chatbot.undo(undo, [chatbot, conversation], [chatbot, msg, info], cancels=events, concurrency_limit=None)
-    parts = ChatParts(chatbot, conversation, info, msg, settings, events)
+    chatbot.undo(undo, [chatbot, conversation], [chatbot, msg, info], cancels=events, concurrency_limit=None).then(
+        ChatParts.no_similar, None, [served, ask], concurrency_limit=None, show_progress="hidden")
+    parts = ChatParts(chatbot, conversation, info, msg, settings, events, [served, ask])
     side_events = wire_sidebar(page, sidebar, parts)
     for event in events:
         page.then_header(event).then(side_events.refresh, [sidebar.search, conversation], sidebar.listing,
                                      concurrency_limit=None, show_progress="hidden")
     stop.click(lambda: gr.update(visible=False), None, page.toast, cancels=events, concurrency_limit=None)
-    clear.click(lambda: ([], gr.update(visible=False), "", None), None, [chatbot, page.toast, info, conversation],
-                cancels=events, concurrency_limit=None)
-    labels = {tab: "chat", msg: "message", send: "send", stop: "stop", retry: "retry", clear: "clear",
+    clear.click(lambda: ([], gr.update(visible=False), "", None, None, gr.update(visible=False)), None,
+                [chatbot, page.toast, info, conversation, served, ask], cancels=events, concurrency_limit=None)
+    labels = {tab: "chat", msg: "message", send: "send", stop: "stop", retry: "retry", clear: "clear", ask: "ask_model",
               advanced: "advanced", system: "system_prompt", priority: "priority", max_tokens: "max_tokens",
               temperature: "temperature", top_p: "top_p", reasoning: "reasoning", timeout: "timeout",
               **operator.labels, **sidebar.labels}

@@ -20,6 +20,7 @@ EN = {
     "conversations": "Conversations", "title": "Title", "rename": "Rename", "delete": "Delete",
     "confirm_delete": "Delete for good", "cancel": "Cancel", "export_format": "Export as",
     "export_one": "Export this", "export_all": "Export all", "export_file": "Exported file", "import": "Import JSON",
+    "ask_model": "Ask the model instead",
 }
 
 ZH = {
@@ -38,6 +39,7 @@ ZH = {
     "conversations": "对话记录", "title": "标题", "rename": "重命名", "delete": "删除",
     "confirm_delete": "确认删除", "cancel": "取消", "export_format": "导出格式",
     "export_one": "导出当前", "export_all": "全部导出", "export_file": "导出的文件", "import": "导入 JSON",
+    "ask_model": "改为询问模型",
 }
 
 MESSAGES = {
@@ -48,7 +50,7 @@ MESSAGES = {
         "info": "{caller} · class {priority} · waited {wait:.1f} s · {tokens} tokens · {speed} tok/s · cache {cache}",
         "ready": "ready", "loading": "loading the model…", "signed_in": "signed in as {name}",
         "sign_out": "Sign out", "thinking": "Thinking",
-        "yes": "hit", "no": "miss",
+        "yes": "hit", "no": "miss", "similar_hit": "hit, a similar question's answer (similarity {similarity:.2f})",
         "no_gpu": "No GPU here: showing process memory and the engine's KV cache instead.",
         "batch_done": "{n} prompts answered",
         "usage": "today {tokens}{quota} tokens · {requests} requests in 24 h · limits: {limits}",
@@ -70,7 +72,7 @@ MESSAGES = {
         "info": "{caller} · 优先级 {priority} · 等待 {wait:.1f} 秒 · {tokens} 个 token · {speed} token/秒 · 缓存 {cache}",
         "ready": "就绪", "loading": "正在加载模型…", "signed_in": "已登录：{name}",
         "sign_out": "退出登录", "thinking": "思考过程",
-        "yes": "命中", "no": "未命中",
+        "yes": "命中", "no": "未命中", "similar_hit": "命中，相似问题的回答（相似度 {similarity:.2f}）",
         "no_gpu": "本机没有 GPU：改为显示进程内存和引擎 KV 缓存占用。",
         "batch_done": "已完成 {n} 个提示词",
         "usage": "今日 {tokens}{quota} 个 token · 24 小时内 {requests} 次请求 · 限额：{limits}",

@@ -164,19 +164,22 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
                              show_progress="hidden")
     side.search.change(history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden")
     page.demo.load(history_list, listed, side.listing, concurrency_limit=None)
-    side.listing.input(history_open, [side.listing, page.lang],
-                       [chat.chatbot, chat.conversation, chat.info, side.title, *chat.settings, side.confirm_row,
-                        side.export_file], cancels=chat.events, concurrency_limit=None)
-    side.new.click(history_new, None, [chat.chatbot, chat.conversation, chat.info, side.title, side.confirm_row,
-                                       side.listing], cancels=chat.events, concurrency_limit=None)
+    opened = side.listing.input(history_open, [side.listing, page.lang],
+                                [chat.chatbot, chat.conversation, chat.info, side.title, *chat.settings,
+                                 side.confirm_row, side.export_file], cancels=chat.events, concurrency_limit=None)
+    started = side.new.click(history_new, None, [chat.chatbot, chat.conversation, chat.info, side.title,
+                                                 side.confirm_row, side.listing], cancels=chat.events,
+                             concurrency_limit=None)
     for trigger in (side.rename.click, side.title.submit):
         trigger(history_rename, [side.title, chat.conversation, side.search, page.lang], [side.listing, side.status],
                 concurrency_limit=None)
     side.delete.click(history_ask, chat.conversation, side.confirm_row, concurrency_limit=None)
     side.cancel.click(lambda: gr.update(visible=False), None, side.confirm_row, concurrency_limit=None)
-    side.confirm.click(history_delete, [chat.conversation, side.search, page.lang],
-                       [chat.chatbot, chat.conversation, chat.info, side.title, side.confirm_row, side.listing,
-                        side.status], cancels=chat.events, concurrency_limit=None)
+    deleted = side.confirm.click(history_delete, [chat.conversation, side.search, page.lang],
+                                 [chat.chatbot, chat.conversation, chat.info, side.title, side.confirm_row,
+                                  side.listing, side.status], cancels=chat.events, concurrency_limit=None)
+    for event in (opened, started, deleted):
+        event.then(chat.no_similar, None, chat.similar, concurrency_limit=None, show_progress="hidden")
     side.export_one.click(history_export, [side.export_format, chat.conversation, page.lang],
                           [side.export_file, side.status], concurrency_limit=None)
     side.export_all.click(history_export_all, [side.export_format, page.lang], [side.export_file, side.status],
