@@ -57,11 +57,30 @@ async def run_chat(pipeline: ChatPipeline, caller: Caller, history: list[dict], 
         yield event
 
 
-def report_similar(pipeline: ChatPipeline, caller: Caller, history: list[dict], settings: ChatSettings,
-                   response_id: str) -> bool:
-    """The page's "ask the model instead": the similar answer that went out as `response_id` is
-    reported wrong, as POST /v1/cache/feedback does, but only where it answered this caller's
-    request for `history` (the key holds the caller's namespace): nobody reports another's."""
+@dataclass(slots=True, frozen=True)
+class Served:
+    """A similar question's answer the page showed: the response id it went out as, and whom it
+    went to (`who_is`). Kept in the Gradio session's state on the server, never sent by the client."""
+
+    response_id: str
+    who: str
+
+
+def who_is(caller: Caller, owner: str | None) -> str:
+    """Whom an answer went to: the signed-in key, or the anonymous browser (its id cookie); an
+    anonymous call without that cookie is told apart from no other."""
+    return owner or f"caller:{caller.name}"
+
+
+def report_similar(pipeline: ChatPipeline, caller: Caller, who: str, history: list[dict], settings: ChatSettings,
+                   served: Served | None) -> bool:
+    """The page's "ask the model instead": the similar answer the page served is reported wrong,
+    as POST /v1/cache/feedback does (CachePath.report), but only by whom it was served to (`who`,
+    whoever holds the Gradio session), and only where it answered this caller's request for
+    `history` (the key holds the caller's namespace): nobody reports another's."""
+    if served is None or served.who != who:
+        return False
+    response_id = served.response_id
     try:
         body = build_body(pipeline.engine.capabilities.model, history, settings)
     except ValidationError:

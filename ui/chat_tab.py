@@ -12,7 +12,7 @@ import gradio as gr
 
 from ui.answer import Book, stream_answer
 from ui.chat_parts import ChatParts
-from ui.chat import ChatSettings, report_similar, text_of
+from ui.chat import ChatSettings, Served, report_similar, text_of, who_is
 from ui.history_view import is_extra, stored_count
 from ui.operator_panel import build_operator_panel
 from ui.page import Labels, Page, code_of
@@ -28,7 +28,7 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
     engine = page.services.engine
     with gr.Tab(t("chat"), elem_id="tab-chat") as tab:
         conversation = gr.State(None)
-        served = gr.State(None)  # the id a similar-question answer went out as; kept on the server
+        served = gr.State(None)  # a similar question's answer shown (ui.chat.Served); kept on the server
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=240, visible=page.history.config.enabled, elem_id="history"):
                 sidebar = build_sidebar(t)
@@ -63,6 +63,9 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         caller, owner = page.owner_of(request)
         return caller, Book(page.history, owner, conversation_id)
 
+    def served_as(similar: str | None, caller: Any, turns: Book) -> Served | None:
+        return None if similar is None else Served(similar, who_is(caller, turns.owner))
+
     async def respond(text: str, chat: list, system_prompt: str, prio: str, max_tok: float, temp: float,
                       top: float, effort: str, limit: float, language: str, conversation_id: str | None,
                       request: gr.Request) -> AsyncIterator[tuple]:
@@ -75,7 +78,8 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         conversation_id = await turns.user_message(text, chosen)
         async for shown, toast, line, similar in stream_answer(page.services, caller, chat, chosen, code_of(language),
                                                                turns):
-            yield shown, "", toast, line, conversation_id, similar, gr.update(visible=similar is not None)
+            yield (shown, "", toast, line, conversation_id, served_as(similar, caller, turns),
+                   gr.update(visible=similar is not None))
 
     async def again(chat: list, chosen: ChatSettings, language: str, caller: Any,
                     turns: Book, exact: bool = False) -> AsyncIterator[tuple]:
@@ -85,7 +89,8 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         await turns.cut(stored_count(chat), chosen)
         async for shown, toast, line, similar in stream_answer(page.services, caller, chat, chosen, code_of(language),
                                                                turns, exact):
-            yield shown, toast, line, turns.conversation_id, similar, gr.update(visible=similar is not None)
+            yield (shown, toast, line, turns.conversation_id, served_as(similar, caller, turns),
+                   gr.update(visible=similar is not None))
 
     async def redo(chat: list, system_prompt: str, prio: str, max_tok: float, temp: float, top: float,
                    effort: str, limit: float, language: str, conversation_id: str | None,
@@ -98,7 +103,7 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         async for update in again(chat, chosen, language, caller, turns):
             yield update
 
-    async def ask_model(chat: list, similar: str | None, system_prompt: str, prio: str, max_tok: float, temp: float,
+    async def ask_model(chat: list, similar: Served | None, system_prompt: str, prio: str, max_tok: float, temp: float,
                         top: float, effort: str, limit: float, language: str, conversation_id: str | None,
                         request: gr.Request) -> AsyncIterator[tuple]:
         """After a similar question's answer: reports it wrong, then the model answers instead."""
@@ -106,8 +111,7 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         while chat and chat[-1]["role"] == "assistant":
             chat = chat[:-1]
         chosen = _settings(system_prompt, prio, max_tok, temp, top, effort, limit)
-        if similar is not None:
-            report_similar(page.services.pipeline, caller, chat, chosen, similar)
+        report_similar(page.services.pipeline, caller, who_is(caller, turns.owner), chat, chosen, similar)
         async for update in again(chat, chosen, language, caller, turns, exact=True):
             yield update
 
@@ -127,7 +131,8 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         await turns.user_message(text, chosen)
         async for shown, toast, line, similar in stream_answer(page.services, caller, chat, chosen, code_of(language),
                                                                turns):
-            yield shown, toast, line, turns.conversation_id, similar, gr.update(visible=similar is not None)
+            yield (shown, toast, line, turns.conversation_id, served_as(similar, caller, turns),
+                   gr.update(visible=similar is not None))
 
     async def undo(chat: list, conversation_id: str | None, data: gr.UndoData, request: gr.Request) -> tuple:
         """The last turn goes, and its message comes back into the box to be sent again."""
