@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import LiveServer
 from tests.ui.conftest import QUICK, UI, start_server
 from tests.ui.test_browser import (CHROMIUM, WAIT_MS, bot_text, browser, open_advanced, open_page,  # noqa: F401
-                                   send, shot, wait_until, wait_until_quiet)
+                                   send, set_max_tokens, shot, wait_until, wait_until_quiet)
 
 from playwright.sync_api import Browser, Page, expect  # noqa: E402 - after test_browser's skip
 
@@ -117,6 +117,10 @@ def test_history_follows_the_caller_across_reload_and_restart(sign_in: Callable,
 def test_rename_search_delete_export_and_import(make_ui_server: Callable, open_page: Callable,  # noqa: F811
                                                  shot: Callable, tmp_path: Path) -> None:  # noqa: F811
     page = open_page(make_ui_server(QUICK))
+    open_advanced(page)
+    set_max_tokens(page, 40)  # short answers: the screenshots show the sidebar, not placeholder text
+    page.locator("#advanced").get_by_text("Advanced settings").click()
+    expect(page.locator("#max-concurrency input")).to_be_hidden()
     send(page, "first: about heaps")
     answered(page)
     page.locator("#new-chat").click()
@@ -180,6 +184,15 @@ def test_rename_search_delete_export_and_import(make_ui_server: Callable, open_p
     assert user_texts(page) == ["second: about stacks"]
     expect(page.locator("#chatbot")).to_contain_text(one["messages"][1]["content"][:40])
     shot(page, "imported")
+
+    page.locator("#new-chat").click()
+    expect(page.locator("#chatbot [data-testid='user']")).to_have_count(0)
+    send(page, "third: about queues, FIFO or by priority")
+    answered(page)
+    expect(page.locator("#history-list label")).to_have_count(3)
+    assert titles(page)[0] == "third: about queues, FIFO or by priority"  # newest first
+    assert sorted(titles(page)[1:]) == ["LIFO notes", "first: about heaps"]
+    shot(page, "listed")  # docs/screenshots/history.png
 
 
 def test_edit_a_past_message_and_regenerate_the_last_answer(make_ui_server: Callable, open_page: Callable,  # noqa: F811
