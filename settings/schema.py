@@ -303,9 +303,8 @@ class LimitConfig(Section):
         "Share of the running limit (rounded down) and of the queue kept from low and medium requests; high "
         "counts only its own class against the limit."))
     high_first_token: bool = Field(True, description=(
-        "While high requests' first tokens come near `slo.ttft_s`, start medium and low requests only under a "
-        "lower TPOT (down to half the set point): past capacity a shorter engine step is what brings a high's "
-        "first token forward."))
+        "Aim under the set point (down to half of it) while high requests' first tokens come near "
+        "`slo.ttft_s`: past capacity a shorter engine step is what brings a high's first token forward."))
 
 
 class FairShareConfig(Section):
