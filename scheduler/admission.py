@@ -19,8 +19,7 @@ class AdmissionController:
     token no lower one starts: a prompt prefilled in the same engine step would delay it. For the
     same reason at most `lower_prefills` lower requests prefill at once (None: any number): where
     prompts prefill on the CPU threads that decode (llama.cpp), a high arriving beside several
-    lower prompts waits for all of them. `lower_limit`, where set, is the running count under which
-    a lower request may start while high first tokens come near their promise."""
+    lower prompts waits for all of them."""
 
     def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
                  high_reserve: float = 0.0, upper: int | None = None, lower_prefills: int | None = None) -> None:
@@ -31,7 +30,6 @@ class AdmissionController:
         self.block_size = block_size
         self.paused = False
         self.high_slots = 0
-        self.lower_limit: int | None = None
         self._running: dict[str, int] = {}
         self._high: set[str] = set()
         self._high_prefilling: set[str] = set()
@@ -50,8 +48,7 @@ class AdmissionController:
     def slots_for(self, priority: PriorityClass) -> int:
         if priority is PriorityClass.HIGH:
             return min(self.upper, max(self.max_concurrency, self.high_slots))
-        kept = self.max_concurrency - int(self.max_concurrency * self.high_reserve)
-        return max(1, kept if self.lower_limit is None else min(kept, self.lower_limit))
+        return max(1, self.max_concurrency - int(self.max_concurrency * self.high_reserve))
 
     def _has_slot(self, priority: PriorityClass) -> bool:
         if priority is PriorityClass.HIGH:
@@ -65,10 +62,10 @@ class AdmissionController:
 
     def has_any_slot(self) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""
-        running = len(self._running)
+        running, limit = len(self._running), self.max_concurrency
         if self.paused or running >= self.upper:
             return False
-        lower_may = self._lower_may_prefill() and running < self.slots_for(PriorityClass.LOW)
+        lower_may = self._lower_may_prefill() and running < max(1, limit - int(limit * self.high_reserve))
         return len(self._high) < self.slots_for(PriorityClass.HIGH) or lower_may
 
     def cost(self, request: Request) -> int:

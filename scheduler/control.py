@@ -56,14 +56,13 @@ class Control:
     def adjust_limit(self) -> None:
         """One step of the adaptive running limit, from the TPOT measured since the last step."""
         tpot, running = self.pace.take()
-        admission = self.admission
-        before = admission.max_concurrency, admission.high_slots, admission.lower_limit
-        admission.max_concurrency = self.limit.update(tpot, running)
-        admission.lower_limit = self.limit.lower_value(running, self.high_promise.update(self.clock()))
-        admission.high_slots = self.high_demand.slots(self.arrivals.of(PriorityClass.HIGH, self.clock()))
-        if (admission.max_concurrency, admission.high_slots, admission.lower_limit) != before:
-            log.debug("running limit %d -> %d, lower %d, high slots %d (tpot=%.3fs over %.1f running)", before[0],
-                      admission.max_concurrency, admission.lower_limit, admission.high_slots, tpot or 0.0, running)
+        self.limit.high_scale = self.high_promise.update(self.clock())
+        before = self.admission.max_concurrency, self.admission.high_slots
+        self.admission.max_concurrency = self.limit.update(tpot, running)
+        self.admission.high_slots = self.high_demand.slots(self.arrivals.of(PriorityClass.HIGH, self.clock()))
+        if (self.admission.max_concurrency, self.admission.high_slots) != before:
+            log.debug("running limit %d -> %d, high slots %d (tpot=%.3fs over %.1f running)", before[0],
+                      self.admission.max_concurrency, self.admission.high_slots, tpot or 0.0, running)
             self._dispatch()
 
     def _set_upper(self) -> None:

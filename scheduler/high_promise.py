@@ -1,13 +1,12 @@
-"""How far under the running limit's set point lower requests start while high requests' first
-tokens come close to their promise (`slo.ttft_s`).
+"""How far under its set point the running limit aims while high requests' first tokens come close
+to their promise (`slo.ttft_s`).
 
 Past capacity the high class can be half the batch, and a high request's first token takes a few
 engine steps (its prefill waits for the step under way, then shares one with every running
 sequence): 2 steps at the median and 5 in a burst of highs, measured on vLLM at 3x capacity. Each
 step lasts about the TPOT the limit keeps, so a TPOT objective of 0.3 s leaves no room for a 1 s
 first token. The only lever is a shorter step: fewer sequences running. So each high first token
-over `_NEAR` of the promise cuts the TPOT under which lower requests start (high keeps the whole
-limit: cutting it made highs queue for their own slots), and calm (no high over `_CALM` of it
+over `_NEAR` of the promise cuts the TPOT the limit aims at, and calm (no high over `_CALM` of it
 for `_CALM_FOR_S`) gives it back, slowly, since a shrunk limit takes a lower request's lifetime to
 show. `_FLOOR` bounds the cut where a shorter step does not help (a first token that is the
 prompt's own prefill, as on llama.cpp on a CPU). Pure, with the clock passed in.
@@ -41,7 +40,7 @@ class HighPromise:
             self.scale = max(_FLOOR, self.scale * _CUT)
 
     def update(self, now: float) -> float:
-        """Once per control interval: the share of the set point lower requests start under."""
+        """Once per control interval: the share of the set point the limit aims at."""
         elapsed = 0.0 if self._last_update is None else now - self._last_update
         self._last_update = now
         if now - self._last_slow >= _CALM_FOR_S:

@@ -52,6 +52,7 @@ class ConcurrencyLimit:
         self.tpot_s: float | None = None
         self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
+        self.high_scale = 1.0
         self._spread: deque[float] = deque(maxlen=_RECENT)
 
     @property
@@ -62,11 +63,13 @@ class ConcurrencyLimit:
     def target_s(self) -> float:
         """The set point, or, where the engine misses the objective even alone and the limit is down
         to a handful (shrinking the batch further would only queue work), up to 1.5 times its TPOT
-        alone."""
+        alone. `high_scale` cuts the set point while high first tokens come near their promise
+        (scheduler/high_promise.py)."""
+        aim = self.set_point_s * self.high_scale
         if self.alone_s is None:
-            return self.set_point_s
+            return aim
         weight = min(1.0, max(0.0, 2 - self._limit / _STARVED))
-        return self.set_point_s + weight * max(0.0, _FLOOR * self.alone_s - self.set_point_s)
+        return aim + weight * max(0.0, _FLOOR * self.alone_s - aim)
 
     @property
     def value(self) -> int:
@@ -102,15 +105,6 @@ class ConcurrencyLimit:
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))
         return self.value
-
-    def lower_value(self, running: float, scale: float) -> int:
-        """How many may run for a lower request to start, where high first tokens cut the aim to
-        `scale` of the target (scheduler/high_promise.py): the line through this reading and the
-        origin at the cut aim, recomputed every interval, so it follows the batch down and back up.
-        High requests keep the whole limit."""
-        if scale >= 1 or self.tpot_s is None or running <= 0:
-            return self.value
-        return max(1, min(self.value, int(running * scale * self.target_s / self.tpot_s)))
 
     def knee(self, running: float) -> float:
         """Where the line through this reading and the origin reaches the set point: short of the

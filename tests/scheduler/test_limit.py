@@ -236,17 +236,11 @@ def test_the_cut_stops_at_half_and_does_nothing_when_off():
     assert promise.update(50.0) == 0.5 and off.update(50.0) == 1.0
 
 
-def test_a_cut_aim_holds_lower_requests_at_its_knee_and_high_keeps_the_whole_limit():
-    limit = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
-    run(limit, 0.03, 0.002, steps=30)
-    whole = limit.value
-    assert limit.lower_value(whole, scale=1.0) == whole
-    running, lower = float(whole), []
-    for _ in range(30):  # lower requests start only under the cut limit; the batch follows it down
-        tpot = 0.03 + 0.002 * running
-        limit.update(tpot, running)
-        lower.append(limit.lower_value(running, scale=0.6))
-        running = float(min(whole, lower[-1]))
-    expected = (0.6 * limit.target_s - 0.03) / 0.002
-    assert expected * 0.8 <= lower[-1] <= expected * 1.1 and lower[-1] < whole / 2
-    assert limit.value >= whole  # the limit high counts against did not shrink
+def test_the_limit_settles_at_the_knee_of_the_cut_aim():
+    full, cut = (ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512) for _ in range(2))
+    cut.high_scale = 0.6
+    run(full, 0.03, 0.002, steps=30)
+    trace = run(cut, 0.03, 0.002, steps=30)
+    assert cut.target_s == pytest.approx(0.6 * cut.set_point_s)
+    expected = (cut.target_s - 0.03) / 0.002
+    assert expected * 0.8 <= trace[-1] <= expected * 1.1 and trace[-1] < full.value / 2

@@ -208,14 +208,3 @@ def test_overridden_priority_values_are_still_validated():
         resolve_priority(PriorityInput(key_class=P.HIGH, body=99), CFG)
     with pytest.raises(PriorityInputError):
         resolve_priority(PriorityInput(header="urgent", batch=True), CFG)
-
-
-def test_a_lower_limit_stops_lower_requests_only():
-    adm = AdmissionController(max_concurrency=20, token_budget=None, high_reserve=0.1, upper=30)
-    for _ in range(6):
-        adm.admit(make_request(P.LOW))
-    adm.lower_limit = 6
-    assert not adm.fits(make_request(P.LOW)) and not adm.fits(make_request(P.MEDIUM))
-    assert adm.fits(make_request(P.HIGH)) and adm.has_any_slot()
-    adm.lower_limit = 7
-    assert adm.fits(make_request(P.LOW))
