@@ -56,7 +56,6 @@ class Control:
     def adjust_limit(self) -> None:
         """One step of the adaptive running limit, from the TPOT measured since the last step."""
         tpot, running = self.pace.take()
-        self.limit.high_scale = self.high_promise.update(self.clock())
         before = self.admission.max_concurrency, self.admission.high_slots
         self.admission.max_concurrency = self.limit.update(tpot, running)
         self.admission.high_slots = self.high_demand.slots(self.arrivals.of(PriorityClass.HIGH, self.clock()))

@@ -70,8 +70,6 @@ class Dispatch:
                     first, batch_mark = now, self.pace.mark()
                     self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
                                           elapsed_s=now - request.arrival))
-                    if request.priority is PriorityClass.HIGH:
-                        self.high_promise.first_token(now - request.arrival, now)
                     if self.admission.first_token(request.request_id):
                         self._dispatch()
                 else:

@@ -52,7 +52,6 @@ class ConcurrencyLimit:
         self.tpot_s: float | None = None
         self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
-        self.high_scale = 1.0
         self._spread: deque[float] = deque(maxlen=_RECENT)
 
     @property
@@ -63,13 +62,11 @@ class ConcurrencyLimit:
     def target_s(self) -> float:
         """The set point, or, where the engine misses the objective even alone and the limit is down
         to a handful (shrinking the batch further would only queue work), up to 1.5 times its TPOT
-        alone. `high_scale` cuts the set point while high first tokens come near their promise
-        (scheduler/high_promise.py)."""
-        aim = self.set_point_s * self.high_scale
+        alone."""
         if self.alone_s is None:
-            return aim
+            return self.set_point_s
         weight = min(1.0, max(0.0, 2 - self._limit / _STARVED))
-        return aim + weight * max(0.0, _FLOOR * self.alone_s - aim)
+        return self.set_point_s + weight * max(0.0, _FLOOR * self.alone_s - self.set_point_s)
 
     @property
     def value(self) -> int:

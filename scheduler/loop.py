@@ -26,7 +26,6 @@ from scheduler.dispatch import Dispatch
 from scheduler.events import Listener, QueueEvent
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.high_demand import HighDemand
-from scheduler.high_promise import HighPromise
 from scheduler.limit import ConcurrencyLimit
 from scheduler.outcome import Outcome
 from scheduler.pace import PrefillWatch, TokenPace
@@ -53,7 +52,6 @@ class Scheduler(Dispatch, Control, Bookkeeping):
         self.drain = DrainEstimator()
         self.arrivals = ArrivalRates()
         self.high_demand = HighDemand()
-        self.high_promise = HighPromise(config.slo.ttft_s, config.limit.high_first_token)
         self.pace = TokenPace()
         self.prefills = PrefillWatch()
         fair = config.fair_share

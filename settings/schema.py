@@ -302,9 +302,6 @@ class LimitConfig(Section):
     high_reserve: float = Field(0.1, ge=0.0, le=0.9, description=(
         "Share of the running limit (rounded down) and of the queue kept from low and medium requests; high "
         "counts only its own class against the limit."))
-    high_first_token: bool = Field(True, description=(
-        "Aim under the set point (down to half of it) while high requests' first tokens come near "
-        "`slo.ttft_s`: past capacity a shorter engine step is what brings a high's first token forward."))
 
 
 class FairShareConfig(Section):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.high_promise import HighPromise
 from scheduler.limit import ConcurrencyLimit
 from scheduler.pace import PrefillWatch, TokenPace
 from settings.schema import LimitConfig
@@ -213,34 +212,3 @@ def test_the_engine_alone_is_read_from_the_reading_not_the_smoothed_figure():
     run(limit, 0.03, 0.002, steps=20)  # a busy batch near the set point
     limit.update(0.035, 2)  # the load drains: two sequences left
     assert limit.alone_s == 0.035 and limit.target_s == limit.set_point_s  # no floor from the batch before
-
-
-def test_high_first_tokens_near_their_promise_cut_the_aim_and_calm_gives_it_back():
-    promise = HighPromise(promise_s=1.0)
-    promise.first_token(0.45, now=0.0)  # well inside: nothing changes
-    assert promise.update(1.0) == 1.0
-    for t in range(3):
-        promise.first_token(0.9, now=2.0 + t)
-    assert promise.scale == pytest.approx(0.9 ** 3)
-    cut = promise.scale
-    assert promise.update(5.0) == cut and promise.update(13.9) == cut  # not calm for 10 s yet
-    assert cut < promise.update(15.0) < promise.update(16.0) < 1.0
-    assert promise.update(100.0) == 1.0
-
-
-def test_the_cut_stops_at_half_and_does_nothing_when_off():
-    promise, off = HighPromise(promise_s=1.0), HighPromise(promise_s=1.0, enabled=False)
-    for t in range(50):
-        promise.first_token(3.0, now=float(t))
-        off.first_token(3.0, now=float(t))
-    assert promise.update(50.0) == 0.5 and off.update(50.0) == 1.0
-
-
-def test_the_limit_settles_at_the_knee_of_the_cut_aim():
-    full, cut = (ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512) for _ in range(2))
-    cut.high_scale = 0.6
-    run(full, 0.03, 0.002, steps=30)
-    trace = run(cut, 0.03, 0.002, steps=30)
-    assert cut.target_s == pytest.approx(0.6 * cut.set_point_s)
-    expected = (cut.target_s - 0.03) / 0.002
-    assert expected * 0.8 <= trace[-1] <= expected * 1.1 and trace[-1] < full.value / 2
