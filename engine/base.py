@@ -23,7 +23,7 @@ class Capabilities:
     max_num_seqs: int = 0  # sequences the engine runs at once; 0: no fixed limit
     tool_format: ToolFormat | None = None  # None: the model cannot take tools
     unsupported_params: frozenset[str] = frozenset()  # request fields this engine cannot honour: a 400
-    serial_prefill: bool = False  # prompts prefill on the threads that decode (llama.cpp): one lower at a time
+    serial_prefill: bool = False  # prompts prefill on the CPU threads that decode (llama.cpp, vLLM on a CPU): one lower at a time
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ class VllmEngine:
         self._tool_format: ToolFormat | None = None
         self._stats: dict[str, float] = {}
         self._generated = 0
+        self._on_cpu = False
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> VllmEngine:
@@ -62,6 +63,7 @@ class VllmEngine:
             supports_reasoning_effort=self._reasoning,
             max_num_seqs=self.config.max_num_seqs,
             tool_format=self._tool_format,
+            serial_prefill=self._on_cpu,
         )
 
     async def start(self) -> None:
@@ -90,7 +92,8 @@ class VllmEngine:
         from vllm.platforms import current_platform
 
         model = resolve_model(self.config.model, self.config.models_dir)
-        kwargs = engine_arguments(self.config, model, AsyncEngineArgs, on_cpu=current_platform.is_cpu())
+        self._on_cpu = current_platform.is_cpu()
+        kwargs = engine_arguments(self.config, model, AsyncEngineArgs, on_cpu=self._on_cpu)
         log.info("KV cache: %s", f"{kwargs['kv_cache_memory_bytes'] / 2**20:.0f} MiB"
                  if "kv_cache_memory_bytes" in kwargs else f"gpu_memory_utilization {self.config.gpu_memory_utilization}")
         args = AsyncEngineArgs(**kwargs)
