@@ -92,11 +92,31 @@ async def sse_deltas(lines: AsyncIterator[str]) -> AsyncIterator[Delta]:
     async for line in lines:
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
-        chunk = json.loads(line[6:])
-        if "error" in chunk:
-            raise EngineError(str(chunk["error"].get("message", chunk["error"])))
-        for delta in reader.feed(chunk):
+        for delta in reader.feed(_chunk(line[6:])):
             yield delta
         if reader.done:
             return
     yield Delta("", 0, reader.finish_reason())
+
+
+async def sse_body_deltas(body: AsyncIterator[bytes]) -> AsyncIterator[Delta]:
+    """The same from the body's bytes as they arrive, split into lines here: one read holds one
+    event while the reader keeps up, several when it fell behind."""
+    reader, rest = ChunkReader(), b""
+    async for data in body:
+        *lines, rest = (rest + data).split(b"\n")
+        for line in lines:
+            if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                continue
+            for delta in reader.feed(_chunk(line[6:])):
+                yield delta
+            if reader.done:
+                return
+    yield Delta("", 0, reader.finish_reason())
+
+
+def _chunk(data: str | bytes) -> dict[str, Any]:
+    chunk = json.loads(data)
+    if "error" in chunk:
+        raise EngineError(str(chunk["error"].get("message", chunk["error"])))
+    return chunk

@@ -129,11 +129,14 @@ def test_a_load_of_32_completes_with_the_slots_holding(llamacpp: LiveServer):
 
     watcher = threading.Thread(target=watch)
     watcher.start()
-    with ThreadPoolExecutor(32) as pool:
-        answers = list(pool.map(lambda i: ask(client, f"Question {i}: what is {i} plus {i}?", max_tokens=12,
-                                              extra_body={"priority": ["low", "medium", "high"][i % 3]}), range(32)))
-    stop.set()
-    watcher.join()
+    try:
+        with ThreadPoolExecutor(32) as pool:
+            answers = list(pool.map(lambda i: ask(client, f"Question {i}: what is {i} plus {i}?", max_tokens=12,
+                                                  extra_body={"priority": ["low", "medium", "high"][i % 3]}),
+                                    range(32)))
+    finally:  # a failed request must not leave the watcher keeping pytest from exiting
+        stop.set()
+        watcher.join()
     assert all(a.choices[0].message.content is not None for a in answers)
     assert max(running) <= SLOTS and max(running) >= 2  # batched, never past the engine's slots
 
