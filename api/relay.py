@@ -127,6 +127,8 @@ async def _sse(first: Event, events: AsyncIterator[Event], fmt: CompletionFormat
             if waited:
                 yield sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")
             yield fmt.chunk({"role": "assistant", "content": ""}, with_usage_field=include_usage)
+        elif isinstance(event, TextDelta) and event.logprobs is None:
+            yield fmt.text_chunk(event.text, include_usage)
         elif isinstance(event, TextDelta):
             yield fmt.chunk({"content": event.text}, with_usage_field=include_usage, token_logprobs=event.logprobs)
         elif isinstance(event, ToolCallPiece):
