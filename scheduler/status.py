@@ -25,6 +25,7 @@ def overall_status(snap: Snapshot) -> dict:
         "slo": {"tpot_s": snap.slo_tpot_s, "ttft_s": snap.slo_ttft_s},
         "token_budget": snap.token_budget,
         "tokens_in_use": snap.tokens_in_use,
+        "lower_prefills": snap.lower_prefills,
         "max_queue_size": snap.max_queue_size,
         "max_wait_s": snap.max_wait_s.as_dict(),
         "avg_wait_s": round(snap.avg_wait_s, 3),

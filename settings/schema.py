@@ -333,8 +333,8 @@ class SchedulerConfig(Section):
     priority_keys: StrList = Field(default_factory=list, description="API keys whose requests run as high.")
     lower_prefills: int = Field(0, ge=0, le=4096, description=(
         "Medium and low requests that may be prefilling at once (started, no first token yet); 0: the engine's "
-        "choice, 1 on llama.cpp (prompts prefill on the threads that decode, so a high prompt waits for every "
-        "prompt beside it), any number on vLLM and the simulator."))
+        "choice, 1 on llama.cpp and on vLLM's CPU build (prompts prefill on the threads that decode, so a high "
+        "prompt waits for every prompt beside it), any number on vLLM on a GPU and the simulator."))
     pressure: PressureConfig = Field(default_factory=PressureConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
     limit: LimitConfig = Field(default_factory=LimitConfig)

@@ -119,5 +119,6 @@ def test_reasoning_effort_is_accepted_and_reported_ignored(vllm_server):
 def test_queue_status_reports_the_engine(vllm_server):
     status = vllm_server.status()
     assert status["token_budget"] > 2048 and status["engine"]["kv_usage"] >= 0
+    assert status["lower_prefills"] == 1  # vLLM on a CPU prefills on the threads that decode
     models = vllm_server.client().models.list()
     assert [m.id for m in models.data] == ["smollm2-135m-instruct"]

@@ -233,7 +233,11 @@ async def test_with_lower_prefills_one_the_next_low_starts_at_the_first_token_of
     assert high.request.state.value == "running"  # high is never held back by a lower prefill
     await asyncio.wait_for(asyncio.gather(_first_delta(lows[0]), _first_delta(high)), 2)
     assert [t.request.state.value for t in lows] == ["running", "running", "queued"]
+    assert overall_status(snapshot(sched))["lower_prefills"] == 1
     await stop(sched)
+    sim = await started(slots=4)  # the simulator's choice: any number
+    assert overall_status(snapshot(sim))["lower_prefills"] is None
+    await stop(sim)
 
 
 async def _first_delta(ticket) -> None:
