@@ -206,7 +206,6 @@ class ChatRun:
             return
         self._released = True
         if self.ticket is not None:
-            self.ticket.close()
             self.pipeline.scheduler.cancel(self.request_id)
             self.pipeline.limiter.spend(self.call.caller, self.completion_tokens)
         self.pipeline.cache.release(self.plan)

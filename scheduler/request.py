@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -67,15 +68,59 @@ class SchedulerError(Exception):
         self.retry_after_s = retry_after_s
 
 
+class Mailbox:
+    """A request's events, for one reader; `put_nowait` never blocks. An empty wait is one future
+    and, with a timeout, one timer: asyncio.Queue's `get` under a timeout took a task and a wait
+    per event, and a stream reads one event per token."""
+
+    def __init__(self) -> None:
+        self._items: deque[object] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: object) -> None:
+        self._items.append(item)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    async def get(self) -> object:
+        while not self._items:
+            await self.wait(None)
+        return self._items.popleft()
+
+    async def wait(self, timeout: float | None) -> None:
+        """Until an event is in or `timeout` has passed."""
+        if self._items:
+            return
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout, _wake, waiter) if timeout is not None else None
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    def take(self) -> object | None:
+        return self._items.popleft() if self._items else None
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 @dataclass(slots=True, eq=False)
 class Ticket:
     """A submitted request and its own mailbox: put never blocks, so a slow client cannot stall
     the scheduling loop; errors travel through the same mailbox."""
 
     request: Request
-    events: asyncio.Queue = field(default_factory=asyncio.Queue)
+    events: Mailbox = field(default_factory=Mailbox)
     stream_open: bool = False  # the client already has a 200: a failure can only be told in-band
-    _pending: asyncio.Future | None = None
 
     @property
     def request_id(self) -> str:
@@ -83,15 +128,5 @@ class Ticket:
 
     async def next_event(self, timeout: float | None = None) -> object | None:
         """The next event, or None after `timeout`; a timed-out wait never loses an event."""
-        if self._pending is None:
-            self._pending = asyncio.ensure_future(self.events.get())
-        done, _ = await asyncio.wait({self._pending}, timeout=timeout)
-        if not done:
-            return None
-        event, self._pending = self._pending.result(), None
-        return event
-
-    def close(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
+        await self.events.wait(timeout)
+        return self.events.take()
