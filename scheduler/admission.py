@@ -19,7 +19,8 @@ class AdmissionController:
     token no lower one starts: a prompt prefilled in the same engine step would delay it. For the
     same reason at most `lower_prefills` lower requests prefill at once (None: any number): where
     prompts prefill on the CPU threads that decode (llama.cpp), a high arriving beside several
-    lower prompts waits for all of them."""
+    lower prompts waits for all of them. That limit holds only while `high_traffic` (a high request arrived
+    within the last half minute): with no high to make way for, it would only cost batching."""
 
     def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
                  high_reserve: float = 0.0, upper: int | None = None, lower_prefills: int | None = None) -> None:
@@ -34,6 +35,7 @@ class AdmissionController:
         self._high: set[str] = set()
         self._high_prefilling: set[str] = set()
         self.lower_prefills = lower_prefills
+        self.high_traffic = False
         self._lower_prefilling: set[str] = set()
         self.tokens_in_use = 0
 
@@ -58,7 +60,8 @@ class AdmissionController:
     def _lower_may_prefill(self) -> bool:
         if self._high_prefilling:
             return False
-        return self.lower_prefills is None or len(self._lower_prefilling) < self.lower_prefills
+        return (self.lower_prefills is None or not self.high_traffic
+                or len(self._lower_prefilling) < self.lower_prefills)
 
     def has_any_slot(self) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""

@@ -58,7 +58,9 @@ class Control:
         tpot, running = self.pace.take()
         before = self.admission.max_concurrency, self.admission.high_slots
         self.admission.max_concurrency = self.limit.update(tpot, running)
-        self.admission.high_slots = self.high_demand.slots(self.arrivals.of(PriorityClass.HIGH, self.clock()))
+        high_rate = self.arrivals.of(PriorityClass.HIGH, self.clock())
+        self.admission.high_slots = self.high_demand.slots(high_rate)
+        self.admission.high_traffic = high_rate > 0
         if (self.admission.max_concurrency, self.admission.high_slots) != before:
             log.debug("running limit %d -> %d, high slots %d (tpot=%.3fs over %.1f running)", before[0],
                       self.admission.max_concurrency, self.admission.high_slots, tpot or 0.0, running)

@@ -106,6 +106,8 @@ class Scheduler(Dispatch, Control, Bookkeeping):
         self.queue.push(request)
         self.share.joined(request, self.queue)
         self.arrivals.record(request.priority, request.arrival)
+        if request.priority is PriorityClass.HIGH:
+            self.admission.high_traffic = True
         log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
                   request.priority.value, request.score, len(self.queue))
         self._dispatch()

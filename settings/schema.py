@@ -332,7 +332,8 @@ class SchedulerConfig(Section):
     short_max_tokens: int = Field(64, ge=1, description="The most `max_tokens` of a request that counts as short.")
     priority_keys: StrList = Field(default_factory=list, description="API keys whose requests run as high.")
     lower_prefills: int = Field(0, ge=0, le=4096, description=(
-        "Medium and low requests that may be prefilling at once (started, no first token yet); 0: the engine's "
+        "Medium and low requests that may be prefilling at once (started, no first token yet) while high requests "
+        "come (one within the last 30 s); 0: the engine's "
         "choice, 1 on llama.cpp and on vLLM's CPU build (prompts prefill on the threads that decode, so a high "
         "prompt waits for every prompt beside it), any number on vLLM on a GPU and the simulator."))
     pressure: PressureConfig = Field(default_factory=PressureConfig)

@@ -227,6 +227,10 @@ async def test_highs_start_past_a_fallen_limit_while_their_own_traffic_needs_the
 
 async def test_with_lower_prefills_one_the_next_low_starts_at_the_first_token_of_the_last():
     sched = await started(slots=4, latency_ms=100, lower_prefills=1)
+    calm = [sched.submit(make_request(P.LOW, max_tokens=1)) for _ in range(2)]
+    assert [t.request.state.value for t in calm] == ["running", "running"]  # no high traffic: no limit
+    first = sched.submit(make_request(P.HIGH, max_tokens=1))
+    await asyncio.wait_for(asyncio.gather(*(_first_delta(t) for t in (*calm, first))), 2)
     lows = [sched.submit(make_request(P.LOW, max_tokens=3)) for _ in range(3)]
     assert [t.request.state.value for t in lows] == ["running", "queued", "queued"]
     high = sched.submit(make_request(P.HIGH, max_tokens=3))

@@ -77,6 +77,8 @@ def test_lower_requests_prefill_one_at_a_time_where_the_engine_prefills_serially
     adm = AdmissionController(max_concurrency=8, token_budget=None, lower_prefills=1)
     low, medium, high = make_request(P.LOW), make_request(P.MEDIUM), make_request(P.HIGH)
     adm.admit(low)
+    assert adm.fits(medium)  # no high traffic: nothing to make way for
+    adm.high_traffic = True
     assert not adm.fits(medium) and adm.fits(high) and adm.has_any_slot()
     assert adm.first_token(low.request_id) and adm.fits(medium)
     adm.admit(medium)
