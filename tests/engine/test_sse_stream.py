@@ -55,6 +55,8 @@ class Server:
             self.closed.set()
         except (ConnectionError, asyncio.IncompleteReadError):
             self.closed.set()
+        finally:
+            writer.close()  # an unclosed writer warns when collected after its loop has closed
 
 
 async def serving(server: Server) -> tuple[asyncio.AbstractServer, str]:
