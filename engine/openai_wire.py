@@ -90,9 +90,7 @@ async def sse_deltas(lines: AsyncIterator[str]) -> AsyncIterator[Delta]:
     """The `data:` lines of an OpenAI stream as deltas; an error chunk raises."""
     reader = ChunkReader()
     async for line in lines:
-        if not line.startswith("data: ") or line == "data: [DONE]":
-            continue
-        for delta in reader.feed(_chunk(line[6:])):
+        for delta in _line_deltas(reader, line):
             yield delta
         if reader.done:
             return
@@ -106,13 +104,18 @@ async def sse_body_deltas(body: AsyncIterator[bytes]) -> AsyncIterator[Delta]:
     async for data in body:
         *lines, rest = (rest + data).split(b"\n")
         for line in lines:
-            if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
-                continue
-            for delta in reader.feed(_chunk(line[6:])):
+            for delta in _line_deltas(reader, line):
                 yield delta
             if reader.done:
                 return
     yield Delta("", 0, reader.finish_reason())
+
+
+def _line_deltas(reader: ChunkReader, line: str | bytes) -> list[Delta]:
+    """Only a `data:` line carries a chunk, and `[DONE]` none."""
+    if line[:6] not in ("data: ", b"data: ") or line[6:12] in ("[DONE]", b"[DONE]"):
+        return []
+    return reader.feed(_chunk(line[6:]))
 
 
 def _chunk(data: str | bytes) -> dict[str, Any]:
