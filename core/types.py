@@ -68,8 +68,8 @@ class GenParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
-    top_k: int = 0  # 0: off
-    min_p: float = 0.0
+    top_k: int | None = None  # None: the engine's own default; 0: off
+    min_p: float | None = None
     min_tokens: int = 0
     ignore_eos: bool = False
     logit_bias: dict[int, float] | None = None

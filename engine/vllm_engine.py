@@ -214,7 +214,7 @@ class VllmEngine:
             max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p, seed=params.seed,
             stop=params.stop or None, output_kind=RequestOutputKind.DELTA,
             presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
-            repetition_penalty=params.repetition_penalty, top_k=params.top_k or -1, min_p=params.min_p,
+            repetition_penalty=params.repetition_penalty, top_k=params.top_k or -1, min_p=params.min_p or 0.0,
             min_tokens=params.min_tokens, ignore_eos=params.ignore_eos, logit_bias=params.logit_bias,
             stop_token_ids=params.stop_token_ids or None, logprobs=params.logprobs, structured_outputs=constraint,
             # harmony's channel markers are special tokens: keep them, with no added spaces

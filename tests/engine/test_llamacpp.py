@@ -16,6 +16,8 @@ import httpx
 import openai
 import pytest
 
+from core.types import GenParams
+from engine.llamacpp_engine import request_body
 from engine.registry import chosen_backend
 from settings import ConfigError, load_config
 from tests.conftest import FAST_SIM, LiveServer, live_server
@@ -100,6 +102,27 @@ def test_the_engines_own_port_refuses_callers_without_its_key(llamacpp: LiveServ
     address = llamacpp.services.engine._server.listening_address
     answer = httpx.post(address + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
     assert answer.status_code == 401
+
+
+def test_sampling_left_unset_is_llama_cpps_own(llamacpp: LiveServer):
+    """top_k and min_p are not OpenAI's: unset, llama.cpp's defaults apply (top_k 40, min_p 0.05),
+    so a seeded answer is the one its own server gives; full-vocabulary sampling cost 10-20 % of
+    its tok/s at eight streams."""
+    engine = llamacpp.services.engine
+    body = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 24, "seed": 11,
+            "temperature": 1.0, "top_p": 1.0}
+    own = httpx.post(engine._server.listening_address + "/v1/chat/completions", json=body,
+                     headers=engine._http.headers, timeout=60).json()["choices"][0]["message"]["content"]
+    ours = ask(llamacpp.client(), body["messages"][0]["content"], max_tokens=24, seed=11, temperature=1.0,
+               top_p=1.0, extra_headers={"Cache-Control": "no-store"})
+    assert ours.choices[0].message.content == own
+
+
+def test_sampling_fields_reach_llama_cpp_only_when_given():
+    unset = request_body(MODEL, {"messages": []}, GenParams(max_tokens=4))
+    assert "top_k" not in unset and "min_p" not in unset
+    given = request_body(MODEL, {"messages": []}, GenParams(max_tokens=4, top_k=0, min_p=0.0))
+    assert given["top_k"] == 0 and given["min_p"] == 0.0  # 0: off, as the caller asked
 
 
 def test_tools_and_structured_outputs(llamacpp: LiveServer):
