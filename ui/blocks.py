@@ -65,12 +65,15 @@ def build_ui(services: Services, sessions: Sessions, config_path: str,
 
 
 def slow_queue_polling(demo: gr.Blocks) -> None:
-    """Gradio's event queue polls every millisecond while idle (its own Windows default is 50 ms).
-    In the process that also runs the engine's front end, on a machine whose CPUs vLLM's engine
-    processes hold under load, those thousand wake-ups a second starved every other process for up
-    to 3 s at a time (bench/load.py's machine stalls); at 50 ms none were seen. Page events start
-    at most 50 ms later."""
+    """Gradio's event queue polls every millisecond while idle, and its progress updates every 10 ms
+    (its own Windows defaults are 50 and 100 ms). In the process that also runs the engine's front
+    end, on a machine whose CPUs vLLM's engine processes hold under load, those thousand wake-ups a
+    second starved every other process for up to 3 s at a time (bench/load.py's machine stalls); at
+    50 ms none were seen. The progress polls alone cost eight llama.cpp streams in our process
+    about 0.1 ms of the event loop per token. Page events start, and progress shows, at most 50 ms
+    later."""
     queue = demo._queue
-    if not hasattr(queue, "sleep_when_free"):
-        raise RuntimeError("this Gradio's queue has no sleep_when_free: check ui/blocks.py against its queueing.py")
-    queue.sleep_when_free = QUEUE_POLL_S
+    for name in ("sleep_when_free", "progress_update_sleep_when_free"):
+        if not hasattr(queue, name):
+            raise RuntimeError(f"this Gradio's queue has no {name}: check ui/blocks.py against its queueing.py")
+        setattr(queue, name, QUEUE_POLL_S)

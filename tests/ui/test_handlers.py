@@ -220,6 +220,7 @@ async def test_the_page_queue_polls_at_50_ms_not_every_millisecond():
     services = await services_with()
     try:
         page = build_ui(services, Sessions(services.keyring), "")
-        assert page._queue.sleep_when_free == QUEUE_POLL_S  # Gradio's own default is 0.001
+        queue = page._queue  # Gradio's own defaults are 0.001 and 0.01 s
+        assert queue.sleep_when_free == queue.progress_update_sleep_when_free == QUEUE_POLL_S
     finally:
         await close(services)
