@@ -58,7 +58,6 @@ class Control:
         tpot, running = self.pace.take()
         before = self.admission.max_concurrency, self.admission.high_slots
         self.admission.max_concurrency = self.limit.update(tpot, running)
-        self.drain.tpot_s = self.limit.tpot_s
         high_rate = self.arrivals.of(PriorityClass.HIGH, self.clock())
         self.admission.high_slots = self.high_demand.slots(high_rate)
         self.admission.high_traffic = high_rate > 0

@@ -43,7 +43,6 @@ class Dispatch:
         request.params.priority = request.priority.rank
         self.admission.admit(request)
         self.share.started(request)
-        self.drain.expect(request.params.max_tokens)
         self._recent_waits.append((now, wait))
         ticket = self._tickets[request.request_id]
         ticket.events.put_nowait(Dispatched(wait))

@@ -21,7 +21,7 @@ from scheduler.request import PriorityClass, Request, SchedulerError
 def predicted_wait_s(request: Request, queue: PriorityQueue, admission: AdmissionController,
                      drain: DrainEstimator, arrivals: ArrivalRates, limit_s: float,
                      count_ahead: Callable[[], int]) -> float | None:
-    """Seconds until `request` would start: 0 when it fits now, None while the drain rate is unknown.
+    """Seconds until `request` would start: 0 when it fits now, None before anything has finished.
     Counting who is ahead (`count_ahead`) scans the queue, so it happens only when waiting behind
     everyone would break the limit."""
     if not queue and admission.fits(request):

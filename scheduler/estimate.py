@@ -13,21 +13,11 @@ MIN_SPAN_S = 5.0
 
 
 class DrainEstimator:
-    """Drain rate = requests the engine runs in parallel / their recent mean service time. Until
-    one has finished, the started ones' max_tokens at the measured TPOT stand in for it (too long
-    where answers stop early, which errs towards refusing): a server started into a flood otherwise
-    knew no rate for a whole service time (14 s at 64 tokens on a CPU), accepted every request the
-    queue had room for, and left 90 low requests waiting up to 2.5 times their wait limit."""
+    """Drain rate = requests the engine runs in parallel / their recent mean service time."""
 
     def __init__(self, window: int = 50) -> None:
         self._service_s: deque[float] = deque(maxlen=window)
         self._total_s = 0.0
-        self._started = (0, 0)  # requests started and their max_tokens, until the first finish
-        self.tpot_s: float | None = None  # the running limit's latest reading
-
-    def expect(self, max_tokens: int) -> None:
-        if not self._service_s:
-            self._started = (self._started[0] + 1, self._started[1] + max_tokens)
 
     def record(self, service_s: float) -> None:
         if len(self._service_s) == self._service_s.maxlen:
@@ -36,12 +26,9 @@ class DrainEstimator:
         self._total_s += self._service_s[-1]
 
     def rate(self, parallel: int) -> float | None:
-        if self._service_s:
-            return max(parallel, 1) * len(self._service_s) / self._total_s
-        started, tokens = self._started
-        if not started or not self.tpot_s:
+        if not self._service_s:
             return None
-        return max(parallel, 1) * started / (tokens * self.tpot_s)
+        return max(parallel, 1) * len(self._service_s) / self._total_s
 
     def wait_s(self, position: int, parallel: int, jumpers_per_s: float = 0.0) -> float | None:
         """Expected wait for the request at 1-based `position` (0: it would run at once), when

@@ -139,18 +139,6 @@ def test_drain_estimates():
     assert est.retry_after_s(ahead=6, parallel=4) == 4  # ceil(7 / 2)
 
 
-def test_before_any_finish_the_drain_rate_comes_from_max_tokens_at_the_measured_pace():
-    est = DrainEstimator()
-    est.expect(64)
-    est.expect(64)
-    assert est.rate(parallel=4) is None  # no TPOT measured yet
-    est.tpot_s = 0.25
-    assert est.rate(parallel=4) == pytest.approx(0.25)  # 4 running / (64 tokens x 0.25 s)
-    est.record(8.0)
-    est.expect(10_000)  # ignored once a real service time is known
-    assert est.rate(parallel=4) == 0.5
-
-
 def test_a_flood_of_a_higher_class_is_seen_within_seconds():
     rates = ArrivalRates(window_s=30.0)
     for i in range(80):
