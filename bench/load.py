@@ -53,7 +53,7 @@ from bench.common import (  # noqa: E402
 from bench.load_records import Run, to_record  # noqa: E402
 from bench.load_samples import sample_forever  # noqa: E402
 from bench.load_requests import (  # noqa: E402
-    CLIENT_TIMEOUT_S, HIGH_SHARE, MAX_TOKENS, TEMPERATURE, Planned, make_plan, new_client, request_for,
+    CLIENT_TIMEOUT_S, HIGH_SHARE, MAX_TOKENS, SEEDED, TEMPERATURE, Planned, make_plan, new_client, request_for,
 )
 from bench.machine import available_gib, machine_stalls  # noqa: E402
 from bench.open_loop import drain_answers, send_on_schedule  # noqa: E402
@@ -192,6 +192,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--from-json", metavar="PATH", help="run nothing: report again from a --json file")
     args = p.parse_args(argv)
     default = "llama.cpp,ours" if args.engine == "llamacpp" else "vllm-fcfs,vllm-priority,ours"
+    SEEDED["on"] = args.engine == "llamacpp"
     args.servers = [s.strip() for s in (args.servers or default).split(",") if s.strip()]
     unknown = set(args.servers) - set(SERVERS)
     if unknown or not args.servers:

@@ -30,6 +30,11 @@ log = logging.getLogger("gpt_oss_webui.engine")
 _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
+# A seeded request gets its own torch generator; when vLLM drops a token sampled for a prompt it
+# prefills in parts, it rewinds that generator's offset, which a CPU generator does not have: the
+# engine process dies ("CPU Generator does not use offset") and every request with it.
+CPU_UNSUPPORTED_PARAMS = frozenset({"seed"})
+
 class VllmEngine:
     def __init__(self, config: VllmConfig) -> None:
         self.config = config
@@ -63,6 +68,7 @@ class VllmEngine:
             supports_reasoning_effort=self._reasoning,
             max_num_seqs=self.config.max_num_seqs,
             tool_format=self._tool_format,
+            unsupported_params=CPU_UNSUPPORTED_PARAMS if self._on_cpu else frozenset(),
             serial_prefill=self._on_cpu,
         )
 

@@ -45,7 +45,8 @@ def check_tools_supported(engine: EngineBackend, body: ChatCompletionRequest) ->
 
 def check_params_supported(engine: EngineBackend, body: ChatCompletionRequest) -> None:
     for name in sorted(engine.capabilities.unsupported_params):
-        if getattr(body, name, None):
+        value = getattr(body, name, None)
+        if value is not None and value is not False and value != [] and value != {}:  # seed 0 is a seed
             raise Refusal(400, f"{name} is not supported by this server's engine", param=name,
                           code="unsupported_parameter")
 

@@ -50,7 +50,7 @@ def test_priority_reaches_the_engine(vllm_server):
 
     def send(name: str, priority: str, max_tokens: int) -> None:
         body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": f"Count slowly: {name}"}], "max_tokens": max_tokens,
-                "temperature": 0.7, "seed": 1}
+                "temperature": 0.7}
         response = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Priority": priority},
                               timeout=120)
         assert response.status_code == 200, response.text
@@ -75,7 +75,7 @@ def test_priority_reaches_the_engine(vllm_server):
 
 def test_disconnect_aborts_in_the_engine(vllm_server):
     body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "Tell me everything about the ocean."}],
-            "max_tokens": 1500, "stream": True, "temperature": 0.8, "seed": 3}
+            "max_tokens": 1500, "stream": True, "temperature": 0.8}
     with httpx.stream("POST", vllm_server.url + "/v1/chat/completions", json=body, timeout=60) as response:
         seen = 0
         for line in response.iter_lines():
@@ -110,6 +110,17 @@ def test_context_limit_is_rejected_before_the_engine(vllm_server):
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "context_length_exceeded"
     assert engine.stats().generated_tokens == before and vllm_server.status()["running"] == 0
+
+
+def test_a_seed_is_a_400_on_the_cpu_build(vllm_server):
+    """Its engine process dies on a seeded request whose prompt it prefills in parts."""
+    for seed in (0, 7):
+        response = httpx.post(vllm_server.url + "/v1/chat/completions", timeout=30, json={
+            "model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+            "seed": seed})
+        assert response.status_code == 400
+        assert response.json()["error"]["param"] == "seed"
+        assert response.json()["error"]["code"] == "unsupported_parameter"
 
 
 def test_reasoning_effort_is_accepted_and_reported_ignored(vllm_server):
