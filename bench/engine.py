@@ -18,7 +18,8 @@ Load: streaming chat completions (SSE, stream_options.include_usage) from an asy
 client and connection per worker, closed loop at concurrency 1, 4 and 8. Fixed ~50-word prompts,
 max_tokens=128, temperature 0.8, top_p 1 and a fixed seed per request: both servers get the very same
 request sequence, and with the same engine and seed they generate the same tokens; generated
-tokens are counted from each response's usage. Every request carries `Cache-Control: no-store`: seeded
+tokens are counted from each response's usage. On vLLM `ignore_eos` instead of the seed (every
+answer max_tokens long): vLLM's CPU build dies on seeded requests, so we refuse `seed` there. Every request carries `Cache-Control: no-store`: seeded
 requests are cacheable in our response cache (which persists on disk across runs), and a replayed
 answer would measure SQLite instead of the engine; vLLM ignores the header. Each ours response must
 say `X-Cache: BYPASS`; any other value counts as a failed request.
@@ -124,6 +125,9 @@ def start_all(servers: Sequence[ServerProcess]) -> None:
 # ----------------------------------------------------------------------------- load
 
 
+SEEDED = {"on": True}  # main turns it off on vLLM
+
+
 def request_body(index: int, round_index: int, concurrency: int, max_tokens: int = MAX_TOKENS) -> dict:
     """The index-th request of a cell; both servers get the same ones. Seeds never repeat across cells."""
     seed = 100_000 * round_index + 1_000 * concurrency + index
@@ -133,7 +137,7 @@ def request_body(index: int, round_index: int, concurrency: int, max_tokens: int
         "max_tokens": max_tokens,
         "temperature": TEMPERATURE,
         "top_p": 1.0,
-        "seed": seed,
+        **({"seed": seed} if SEEDED["on"] else {"ignore_eos": True}),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -251,6 +255,7 @@ def version_of(engine: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    SEEDED["on"] = args.engine == "llamacpp"
     base = QUICK if args.quick else FULL
     plan = Plan(rounds=args.rounds or base.rounds, per_worker=base.per_worker)
     stop_on_sigterm()

@@ -35,6 +35,7 @@ _FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
 # engine process dies ("CPU Generator does not use offset") and every request with it.
 CPU_UNSUPPORTED_PARAMS = frozenset({"seed"})
 
+
 class VllmEngine:
     def __init__(self, config: VllmConfig) -> None:
         self.config = config
