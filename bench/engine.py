@@ -19,9 +19,10 @@ client and connection per worker, closed loop at concurrency 1, 4 and 8. Fixed ~
 max_tokens=128, temperature 0.8, top_p 1 and a fixed seed per request: both servers get the very same
 request sequence, and with the same engine and seed they generate the same tokens; generated
 tokens are counted from each response's usage. On vLLM `ignore_eos` instead of the seed (every
-answer max_tokens long): vLLM's CPU build dies on seeded requests, so we refuse `seed` there. Every request carries `Cache-Control: no-store`: seeded
-requests are cacheable in our response cache (which persists on disk across runs), and a replayed
-answer would measure SQLite instead of the engine; vLLM ignores the header. Each ours response must
+answer max_tokens long): vLLM's CPU build dies on seeded requests, so we refuse `seed` there.
+Every request carries `Cache-Control: no-store`: seeded requests are cacheable in our response
+cache (which persists on disk across runs), and a replayed answer would measure SQLite instead of
+the engine; vLLM ignores the header. Each ours response must
 say `X-Cache: BYPASS`; any other value counts as a failed request.
 
 Measured per cell (server x concurrency x round):
