@@ -81,6 +81,8 @@ class KeyConfig(Limits):
         "The class its requests run as, and their ceiling: a header or body may ask for lower, never higher."))
     admin: bool = Field(False, description=(
         "May change server-wide settings, clear the cache and read every caller's usage."))
+    metrics: bool = Field(False, description=(
+        "May read `/metrics` (what a Prometheus scrape job's `authorization` sends) without being an admin."))
 
     @model_validator(mode="after")
     def _one_key(self) -> KeyConfig:
@@ -124,6 +126,20 @@ class ServerConfig(Section):
         "Origins whose pages may call the API from a browser (`https://app.example`), never with credentials; "
         "`[]`: none."))
     ui: bool = Field(True, description="Serve the web page at `/`; false serves the API alone.")
+    max_json_depth: int = Field(32, ge=4, le=256, description=(
+        "Deepest nesting of a JSON schema (tool `parameters`, `response_format`, `text.format`) or of "
+        "`chat_template_kwargs`; deeper is 400 `invalid_value`, checked before any library reads it."))
+    max_schema_bytes: int = Field(65_536, ge=1024, description=(
+        "Largest JSON schema one request carries (tools and output format together, as JSON); "
+        "larger is 400 `invalid_value`."))
+    metrics_public: bool = Field(False, description=(
+        "With keys set, `/metrics` needs an admin key or a key with `metrics: true`; true opens it to anyone "
+        "who can reach the port (it names every caller, with their requests and tokens)."))
+    public_url: str = Field("", description=(
+        "The address people open the page at (`https://llm.example`); its origin is the one the sign-in "
+        "form accepts besides the request's own host, and `https` marks the session cookie `Secure`."))
+    forwarded_proto: bool = Field(False, description=(
+        "Trust `X-Forwarded-Proto` from a reverse proxy in front: `https` there marks cookies `Secure`."))
 
     @model_validator(mode="after")
     def _unique_names(self) -> ServerConfig:
@@ -465,6 +481,8 @@ class UiConfig(Section):
     """The page's own settings (server.ui turns the page on)."""
 
     history: HistoryConfig = Field(default_factory=HistoryConfig, description="conversation history")
+    max_upload_bytes: int = Field(52_428_800, ge=1024, description=(
+        "Largest file the page accepts (a conversation import, a batch's prompts); larger is refused at upload."))
 
 
 class Config(Section):
