@@ -10,24 +10,28 @@ from api.errors import APIError, error_response
 
 
 class BodyLimitAndRequestId:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    """`uploads` is the larger limit of the page's file uploads (Gradio's upload route)."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int, uploads: tuple[str, int] | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.uploads = uploads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.uploads[1] if self.uploads and scope["path"].rstrip("/") == self.uploads[0] else self.max_body_bytes
         headers = dict(scope["headers"])
         request_id = headers.get(b"x-request-id", b"").decode("latin-1") or f"req-{uuid.uuid4().hex}"
         send = _with_request_id(send, request_id)
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            await self._too_large(send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._too_large(send, limit)
             return
-        await self.app(scope, self._limited(receive), send)
+        await self.app(scope, self._limited(receive, limit), send)
 
-    def _limited(self, receive: Receive) -> Receive:
+    def _limited(self, receive: Receive, limit: int) -> Receive:
         seen = 0
 
         async def limited_receive() -> Message:
@@ -35,19 +39,19 @@ class BodyLimitAndRequestId:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_body_bytes:
-                    raise self._error()
+                if seen > limit:
+                    raise _error(limit)
             return message
 
         return limited_receive
 
-    def _error(self) -> APIError:
-        return APIError(413, f"request body is larger than the limit of {self.max_body_bytes} bytes",
-                        code="request_too_large")
-
-    async def _too_large(self, send: Send) -> None:
-        response = error_response(self._error(), {"Connection": "close"})
+    async def _too_large(self, send: Send, limit: int) -> None:
+        response = error_response(_error(limit), {"Connection": "close"})
         await response({"type": "http"}, _no_receive, send)
+
+
+def _error(limit: int) -> APIError:
+    return APIError(413, f"request body is larger than the limit of {limit} bytes", code="request_too_large")
 
 
 async def _no_receive() -> Message:

@@ -9,6 +9,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import Match
 from fastapi.responses import JSONResponse, Response
 
+from api.access import metrics_response
 from api.auth import identify
 from api.cache_feedback import cache_feedback
 from api.chat import create_chat_completion
@@ -53,7 +54,7 @@ async def queue_status(request: Request, request_id: str | None = None) -> dict:
 
 @router.get("/metrics")
 async def metrics(request: Request) -> Response:
-    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    return metrics_response(request)
 
 
 @router.get("/livez")

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.middleware.cors import CORSMiddleware
 
+from api.access import router as access_router
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
 from api.responses import router as responses_router
@@ -30,6 +31,9 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if services.keyring.any_keys and not services.keyring.any_admin:
+            log.warning("keys are set but none is an admin: admin actions (operator settings, clearing the cache, "
+                        "everyone's usage) are refused for every caller; name one with admin: true")
         if services.cache is not None:
             try:
                 await services.cache.open()
@@ -70,15 +74,17 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             if services.responses is not None:
                 await services.responses.close()
 
-    app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan)
+    app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
     app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu, services.pipeline.abandoned,
                                 services.pipeline.usage, services.pipeline.tool_calls)
-    app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes)
+    app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes,
+                       uploads=("/gradio_api/upload", services.config.ui.max_upload_bytes))
     # Ours, so the page's Gradio adds none of its own (it would allow any localhost origin).
     app.add_middleware(CORSMiddleware, allow_origins=services.config.server.cors_origins, allow_methods=["*"],
                        allow_headers=["*"], allow_credentials=False)
     install_error_handlers(app)
+    app.include_router(access_router)
     app.include_router(responses_router)
     app.include_router(router)  # last: its catch-all answers every other /v1 path
     app.openapi = lambda: _openapi(app)

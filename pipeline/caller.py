@@ -17,12 +17,14 @@ ANONYMOUS = "anonymous"
 class Caller:
     """`name` is safe to show and log (never the key). `key_class` is the class the key runs at
     when the request names none; `ceiling` the highest it may ask for (named keys); `admin` may
-    change server-wide settings and see everyone's usage (everyone may when no admin key is set)."""
+    change server-wide settings and see everyone's usage (everyone may only on a server without
+    any key); `metrics` may read /metrics without being an admin."""
 
     name: str
     key_class: PriorityClass | None = None
     ceiling: PriorityClass | None = None
     admin: bool = False
+    metrics: bool = False
     cache_namespace: str = ""
     limits: Limits = field(default_factory=Limits)
 
@@ -41,7 +43,7 @@ class Keyring:
         for named in server.keys:
             cls = PriorityClass(named.priority_class)
             self._keys[(named.key_sha256 or digest(named.key or "")).lower()] = Caller(
-                named.name, cls, cls, named.admin, limits=named.over(server.default_limits))
+                named.name, cls, cls, named.admin, named.metrics, limits=named.over(server.default_limits))
         self._any_admin = any(k.admin for k in self._keys.values())
         self._required = bool(server.api_keys or server.keys)
 
@@ -53,6 +55,10 @@ class Keyring:
     @property
     def any_keys(self) -> bool:
         return bool(self._keys)
+
+    @property
+    def any_admin(self) -> bool:
+        return self._any_admin
 
     def limits_by_name(self) -> dict[str, Limits]:
         """Every configured caller's limits, anonymous included."""
@@ -73,7 +79,7 @@ class Keyring:
 
     def caller_for(self, key: str | None) -> Caller:
         known = self._lookup(key) or Caller(ANONYMOUS, limits=self.config.server.anonymous_limits)
-        return replace(known, admin=known.admin or not self._any_admin,
+        return replace(known, admin=known.admin or not self._keys,
                        cache_namespace=namespace_for(key, self.config.cache))
 
     def is_known(self, key: str | None) -> bool:

@@ -32,11 +32,10 @@ class BatchResult:
     reasoning: str = ""  # the model's thinking, where it writes some (gpt-oss)
 
 
-def parse_prompts(text: str | None, file_path: str | None = None) -> list[str]:
+def parse_prompts(text: str | None, path: Path | None = None) -> list[str]:
     """One prompt per line of pasted text or a .txt file; .jsonl lines hold {"prompt": ...}."""
     prompts = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    if file_path:
-        path = Path(file_path)
+    if path is not None:
         if path.suffix.lower() not in (".txt", ".jsonl"):
             raise BatchInputError(f"{path.name}: upload a .txt or .jsonl file")
         content = path.read_text(encoding="utf-8", errors="replace")

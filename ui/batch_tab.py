@@ -12,6 +12,7 @@ from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
 from ui.chat import ChatSettings
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
+from ui.uploads import UploadRefused, uploaded_file
 
 
 def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
@@ -33,8 +34,8 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
                     request: gr.Request, progress: gr.Progress = gr.Progress()) -> tuple:
         caller = page.caller_of(request)
         try:
-            items = parse_prompts(text, file)
-        except BatchInputError as exc:
+            items = parse_prompts(text, uploaded_file(file))
+        except (BatchInputError, UploadRefused) as exc:
             gr.Warning(str(exc))
             return f"⚠️ {exc}", gr.update(), gr.update(visible=False), gr.update(visible=False)
         progress((0, len(items)), desc="batch")

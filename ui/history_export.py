@@ -14,7 +14,6 @@ from ui.history_store import Conversation, StoredMessage
 
 FORMAT = "gpt-oss-webui.conversations"
 VERSION = 1
-MAX_IMPORT_BYTES = 50 * 1024 * 1024
 _ROLES = ("user", "assistant")
 
 
@@ -51,8 +50,6 @@ def file_stem(conversations: list[Conversation], everything: bool) -> str:
 
 def parse_import(data: bytes) -> list[Imported]:
     """Ours, or ChatGPT's export; anything else is an ImportProblem."""
-    if len(data) > MAX_IMPORT_BYTES:
-        raise ImportProblem(f"the file is over {MAX_IMPORT_BYTES // (1024 * 1024)} MiB")
     try:
         body = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

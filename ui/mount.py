@@ -12,7 +12,9 @@ from fastapi import FastAPI, Request
 from ui.blocks import CSS, I18N, build_ui
 from ui.history_store import HistoryStore
 from ui.owner import BrowserId
-from ui.session import COOKIE, Sessions, add_sign_in
+from ui.session import COOKIE, PageGuard, Sessions
+from ui.signin import add_sign_in
+from ui.uploads import UploadGuard, Uploads
 from wiring import Services
 
 
@@ -20,12 +22,17 @@ def mount_ui(app: FastAPI, services: Services, config_path: str) -> None:
     sessions = Sessions(services.keyring)
     history = HistoryStore(services.config.ui.history)
     app.state.history = history
+    app.state.signed_in = lambda request: sessions.caller(request.cookies.get(COOKIE))
     if sessions.required:
-        add_sign_in(app, sessions)
+        add_sign_in(app, sessions, services.config.server)
+    app.add_middleware(UploadGuard, uploads=Uploads(), max_body_bytes=services.config.server.max_body_bytes)
+    app.add_middleware(PageGuard, sessions=sessions, api_routes=lambda: app.routes)
     app.add_middleware(BrowserId)
-    gr.mount_gradio_app(app, build_ui(services, sessions, config_path, history), path="/", i18n=I18N,
-                        footer_links=["settings"], css=CSS,
+    blocks = build_ui(services, sessions, config_path, history)
+    gr.mount_gradio_app(app, blocks, path="/", i18n=I18N, footer_links=["settings"], css=CSS,
+                        max_file_size=services.config.ui.max_upload_bytes,
                         auth_dependency=_signed_in(sessions) if sessions.required else None)
+    blocks.has_launched = True  # so Gradio's own checks on file paths apply too (it skips them before launch)
     _open_with_the_server(app, history)
 
 

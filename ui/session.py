@@ -1,16 +1,15 @@
-"""Signing in to the page with the same keys the API takes: a server-side session per browser,
-named by an HttpOnly cookie, that every Gradio endpoint checks."""
+"""The page's sessions: a server-side session per browser, named by an HttpOnly cookie, that every
+path the page serves checks (ui.signin makes them)."""
 
 from __future__ import annotations
 
-import html
 import secrets
 import time
 from typing import Callable
-from urllib.parse import parse_qs
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi import Request
+from fastapi.responses import JSONResponse, RedirectResponse
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pipeline.caller import Caller, Keyring
@@ -61,60 +60,28 @@ class Sessions:
             self._open.pop(next(iter(self._open)))
 
 
-class SignInFirst:
-    """The page itself without a session goes to the sign-in form (Gradio's own endpoints answer
-    401 through its auth dependency)."""
+class PageGuard:
+    """With keys set, every path the page serves (Gradio's routes, its assets, its heartbeat and
+    cancel) needs a signed-in session: the page itself goes to the sign-in form, anything else is
+    401. The API's own routes pass: they check keys themselves."""
 
-    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
+    def __init__(self, app: ASGIApp, sessions: Sessions, api_routes: Callable[[], list[BaseRoute]]) -> None:
         self.app = app
         self.sessions = sessions
+        self.api_routes = api_routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/" and self.sessions.required:
-            if self.sessions.caller(Request(scope).cookies.get(COOKIE)) is None:
-                await RedirectResponse("/signin", status_code=303)(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] not in ("http", "websocket") or not self.sessions.required or self._api(scope) \
+                or self.sessions.caller(Request(scope).cookies.get(COOKIE)) is not None:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
+            await RedirectResponse("/signin", status_code=303)(scope, receive, send)
+        elif scope["type"] == "http":
+            await JSONResponse({"detail": "sign in first"}, status_code=401)(scope, receive, send)
+        else:
+            await send({"type": "websocket.close", "code": 1008})
 
-
-def add_sign_in(app: FastAPI, sessions: Sessions) -> None:
-    @app.get("/signin", include_in_schema=False)
-    async def sign_in_form() -> HTMLResponse:
-        return HTMLResponse(_form(sessions, ""))
-
-    @app.post("/signin", include_in_schema=False)
-    async def sign_in(request: Request) -> Response:
-        fields = parse_qs((await request.body()).decode("utf-8", "replace"))
-        key = "" if fields.get("anonymous") else (fields.get("key") or [""])[0].strip()
-        token = sessions.sign_in(key or None)
-        if token is None:
-            return HTMLResponse(_form(sessions, "That key is not known here."), status_code=401)
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, token, max_age=SESSION_TTL_S, httponly=True, samesite="strict")
-        return response
-
-    @app.post("/signout", include_in_schema=False)
-    async def sign_out(request: Request) -> Response:
-        sessions.sign_out(request.cookies.get(COOKIE))
-        response = RedirectResponse("/signin", status_code=303)
-        response.delete_cookie(COOKIE)
-        return response
-
-    app.add_middleware(SignInFirst, sessions=sessions)
-
-
-def _form(sessions: Sessions, problem: str) -> str:
-    anonymous = "" if sessions.keyring.keys_required else (
-        '<button name="anonymous" value="1" type="submit" class="plain" id="anonymous">Continue without a key</button>')
-    note = f'<p class="problem">{html.escape(problem)}</p>' if problem else ""
-    return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign in · GPT-OSS WebUI</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{{font-family:system-ui,sans-serif;background:#f6f7f9;display:grid;place-items:center;height:100vh;margin:0}}
-form{{background:#fff;padding:28px 32px;border-radius:10px;box-shadow:0 2px 12px rgba(0,0,0,.1);width:340px}}
-h1{{font-size:20px;margin:0 0 4px}} p{{color:#555;font-size:14px}} .problem{{color:#b00020}}
-input{{width:100%;box-sizing:border-box;padding:9px;margin:8px 0 14px;border:1px solid #ccc;border-radius:6px}}
-button{{padding:9px 16px;border:0;border-radius:6px;background:#f97316;color:#fff;font-weight:600;cursor:pointer}}
-button.plain{{background:none;color:#444;text-decoration:underline;font-weight:400}}</style></head>
-<body><form method="post" action="/signin"><h1>GPT-OSS WebUI</h1><p>Sign in with your API key.</p>{note}
-<label for="key">API key</label><input id="key" name="key" type="password" autocomplete="current-password" autofocus>
-<button type="submit" id="sign-in">Sign in</button> {anonymous}</form></body></html>"""
+    def _api(self, scope: Scope) -> bool:
+        return any(not isinstance(route, Mount) and route.matches(scope)[0] is not Match.NONE
+                   for route in self.api_routes())

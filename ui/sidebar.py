@@ -19,6 +19,7 @@ from ui.history_export import ImportProblem, file_stem, parse_import, to_json, t
 from ui.history_view import chat_rows, choices, last_info, settings_values
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
+from ui.uploads import UploadRefused, read_upload
 
 if TYPE_CHECKING:
     from ui.chat_parts import ChatParts
@@ -150,8 +151,8 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
         if who is None or not path:
             return gr.update(), message(code, "history_off")
         try:
-            found = parse_import(Path(path).read_bytes())
-        except (ImportProblem, OSError) as exc:
+            found = parse_import(read_upload(path))
+        except (ImportProblem, UploadRefused) as exc:
             gr.Warning(message(code, "import_failed", problem=str(exc)))
             return gr.update(), "⚠️ " + message(code, "import_failed", problem=str(exc))
         for one in reversed(found):  # the file's first conversation ends up at the top

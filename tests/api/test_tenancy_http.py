@@ -109,7 +109,9 @@ def test_usage_adds_up_and_each_key_sees_its_own(team: LiveServer) -> None:
 
 def test_metrics_name_callers_and_never_show_a_key(team: LiveServer) -> None:
     ask(team, "sk-fay-00001")
-    text = httpx.get(team.url + "/metrics", timeout=10).text
+    assert httpx.get(team.url + "/metrics", timeout=10).status_code == 401
+    assert httpx.get(team.url + "/metrics", headers={"Authorization": "Bearer sk-fay-00001"}, timeout=10).status_code == 403
+    text = httpx.get(team.url + "/metrics", headers={"Authorization": "Bearer sk-ops-00001"}, timeout=10).text
     assert 'gptoss_caller_requests_total{caller="fay"}' in text
     assert 'gptoss_caller_tokens_total{caller="fay",kind="completion"}' in text
     assert not any(secret in text for secret in SECRETS)

@@ -135,14 +135,14 @@ def test_batch_inputs(tmp_path):
     assert parse_prompts("a\n\n b \n") == ["a", "b"]
     jsonl = tmp_path / "p.jsonl"
     jsonl.write_text('{"prompt": "x"}\n"y"\n')
-    assert parse_prompts("", str(jsonl)) == ["x", "y"]
+    assert parse_prompts("", jsonl) == ["x", "y"]
     jsonl.write_text('{"prompt": "x"}\nnot json\n')
     with pytest.raises(BatchInputError, match="line 2"):
-        parse_prompts("", str(jsonl))
+        parse_prompts("", jsonl)
     with pytest.raises(BatchInputError, match="no prompts"):
         parse_prompts("   ")
     with pytest.raises(BatchInputError, match=".txt or .jsonl"):
-        parse_prompts("", str(tmp_path / "p.pdf"))
+        parse_prompts("", tmp_path / "p.pdf")
 
 
 async def test_operator_limits_are_validated_and_live():

@@ -1,0 +1,186 @@
+"""Files on the page: a handler opens only a file that this browser uploaded through Gradio's upload
+route. Gradio checks that a file lies in its upload folder only once the Blocks were `launch()`ed,
+never when they are mounted in our app, so a client could name any path on the server in a
+`FileData` it sends; this records what each session uploaded and refuses every other path before
+Gradio sees the call."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Iterator
+
+from gradio.utils import get_upload_folder
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ui.owner import BROWSER_COOKIE
+from ui.session import COOKIE
+
+UPLOAD_ROUTE = "/gradio_api/upload"
+REFUSED = "That file was not uploaded from this page: upload it again."
+_MAX_OWNERS = 10_000
+_MAX_FILES_PER_OWNER = 256
+
+
+class UploadRefused(ValueError):
+    """A file reference that this session did not upload (the message never names the path)."""
+
+
+class Uploads:
+    """What each browser session uploaded, newest kept, within a bound."""
+
+    def __init__(self) -> None:
+        self._by_owner: OrderedDict[str, OrderedDict[str, None]] = OrderedDict()
+
+    def add(self, owner: str, paths: list[str]) -> None:
+        files = self._by_owner.pop(owner, None) or OrderedDict()
+        for path in paths:
+            files[path] = None
+            files.move_to_end(path)
+        while len(files) > _MAX_FILES_PER_OWNER:
+            files.popitem(last=False)
+        self._by_owner[owner] = files
+        while len(self._by_owner) > _MAX_OWNERS:
+            self._by_owner.popitem(last=False)
+
+    def owns(self, owner: str, path: str) -> bool:
+        return path in self._by_owner.get(owner, ())
+
+
+def owner_key(cookies: dict[str, str]) -> str:
+    """The session that uploads and then uses a file: its sign-in session, else its browser id."""
+    session = cookies.get(COOKIE)
+    if session:
+        return "session:" + session
+    return "browser:" + cookies.get(BROWSER_COOKIE, "")
+
+
+def uploaded_file(path: str | None) -> Path | None:
+    """The file a handler may open: a regular file inside Gradio's upload folder (after the checks
+    on the wire, which tie it to the session). Anything else is UploadRefused."""
+    if not path:
+        return None
+    folder = Path(get_upload_folder()).resolve()
+    candidate = Path(path)
+    resolved = candidate.resolve()
+    if candidate.is_symlink() or not resolved.is_relative_to(folder) or not resolved.is_file():
+        raise UploadRefused(REFUSED)
+    return resolved
+
+
+def read_upload(path: str) -> bytes:
+    """The bytes of a file this session uploaded (the upload limit bounds its size)."""
+    found = uploaded_file(path)
+    try:
+        return found.read_bytes() if found is not None else b""
+    except OSError:
+        raise UploadRefused(REFUSED) from None
+
+
+def file_references(value: Any) -> Iterator[str]:
+    """Every path a Gradio payload names: any object with a string `path` (a `FileData`, with
+    its meta or without), at any depth; iterative, so no nesting exhausts the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("path"), str):
+                yield item["path"]
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+class UploadGuard:
+    """Records the paths Gradio's upload route answers with, per session, and refuses any other
+    Gradio call whose JSON names a file that session did not upload."""
+
+    def __init__(self, app: ASGIApp, uploads: Uploads, max_body_bytes: int) -> None:
+        self.app = app
+        self.uploads = uploads
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or scope["method"] != "POST" or not path.startswith("/gradio_api/"):
+            await self.app(scope, receive, send)
+            return
+        owner = owner_key(Request(scope).cookies)
+        if path.rstrip("/") == UPLOAD_ROUTE:
+            await self.app(scope, receive, self._recording(owner, send))
+            return
+        body = await _read_body(receive, self.max_body_bytes)
+        if body is None:
+            await JSONResponse({"error": "request body too large"}, status_code=413)(scope, _no_receive, send)
+            return
+        if not self._allowed(owner, body):
+            await JSONResponse({"error": REFUSED}, status_code=403)(scope, _no_receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _allowed(self, owner: str, body: bytes) -> bool:
+        try:
+            payload = json.loads(body) if body else None
+        except (ValueError, RecursionError):
+            return True  # not JSON: Gradio refuses it, and no file can be named in it
+        return all(self.uploads.owns(owner, path) for path in file_references(payload))
+
+    def _recording(self, owner: str, send: Send) -> Send:
+        chunks: list[bytes] = []
+        status = 0
+
+        async def record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and status == 200:
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    self._remember(owner, b"".join(chunks))
+            await send(message)
+
+        return record
+
+    def _remember(self, owner: str, body: bytes) -> None:
+        try:
+            paths = json.loads(body)
+        except ValueError:
+            return
+        if isinstance(paths, list):
+            self.uploads.add(owner, [p for p in paths if isinstance(p, str)])
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None past `limit`."""
+    parts, seen = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        parts.append(message.get("body", b""))
+        seen += len(parts[-1])
+        if seen > limit:
+            return None
+        if not message.get("more_body"):
+            break
+    return b"".join(parts)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
