@@ -106,10 +106,12 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
 
 def uvicorn_settings(config: ServerConfig) -> dict:
-    """uvicorn.Config arguments: this protocol with the configured limits, and the keep-alive."""
+    """uvicorn.Config arguments: this protocol with the configured limits, and the keep-alive.
+    uvicorn would trust `X-Forwarded-*` from loopback by default; only `server.forwarded_proto` says
+    a proxy is there."""
     protocol = type("ConfiguredHttpProtocol", (BoundedHttpProtocol,), {
         "max_header_bytes": config.max_header_bytes,
         "header_timeout_s": config.header_timeout_s,
         "body_timeout_s": config.body_timeout_s,
     })
-    return {"http": protocol, "timeout_keep_alive": config.keep_alive_s}
+    return {"http": protocol, "timeout_keep_alive": config.keep_alive_s, "proxy_headers": config.forwarded_proto}

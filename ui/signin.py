@@ -52,15 +52,14 @@ def same_site(request: Request, server: ServerConfig) -> bool:
     source = request.headers.get("origin") or request.headers.get("referer")
     if not source or source == "null":
         return source is None
-    return _origin(source) in {_origin(server.public_url), _host_origin(request, server)} - {None}
+    return _origin(source) in {_origin(server.public_url), _host_origin(request)} - {None}
 
 
 def is_https(request: Request, server: ServerConfig) -> bool:
-    """Behind a proxy that ends TLS the request arrives as http: `public_url` or a trusted
-    `X-Forwarded-Proto` says the browser used https."""
-    if request.url.scheme == "https" or server.public_url.lower().startswith("https://"):
-        return True
-    return server.forwarded_proto and request.headers.get("x-forwarded-proto", "").lower() == "https"
+    """Behind a proxy that ends TLS the request arrives as http: `public_url`, or the proxy's
+    `X-Forwarded-Proto` (which uvicorn applies where `server.forwarded_proto` trusts it), says the
+    browser used https."""
+    return request.url.scheme == "https" or server.public_url.lower().startswith("https://")
 
 
 def _origin(url: str) -> str | None:
@@ -70,13 +69,11 @@ def _origin(url: str) -> str | None:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
-def _host_origin(request: Request, server: ServerConfig) -> str | None:
+def _host_origin(request: Request) -> str | None:
     host = request.headers.get("host")
     if not host:
         return None
-    forwarded = server.forwarded_proto and request.headers.get("x-forwarded-proto", "").lower() == "https"
-    scheme = "https" if forwarded else request.url.scheme
-    return f"{scheme}://{host.lower()}"
+    return f"{request.url.scheme}://{host.lower()}"
 
 
 def _form(sessions: Sessions, problem: str) -> str:

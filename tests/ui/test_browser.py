@@ -422,3 +422,29 @@ def test_monitor_tab(ui_server: LiveServer, open_page: Callable, shot: Callable)
     expect(monitor.locator("table")).to_contain_text(f"0 / {initial}")  # running / limit
     expect(monitor.locator("table")).to_contain_text("(100 ms)")  # the TPOT objective
     shot(page, "shown")
+
+
+def test_a_page_on_another_origin_cannot_sign_the_browser_in(make_ui_server: Callable, browser: Browser,
+                                                             shot: Callable) -> None:
+    """Login CSRF: a page elsewhere auto-submits the sign-in form with the attacker's key; the browser
+    must come back to this server still signed out (else its chats would land in their history)."""
+    live = make_ui_server(QUICK, "server.keys=[{name: mallory, key: sk-mallory-01}]")
+    attack = (f'<form id="f" method="post" action="{live.url}/signin"><input name="key" value="sk-mallory-01">'
+              '</form><script>document.getElementById("f").submit()</script>')
+    context = browser.new_context(locale="en-US")
+    try:
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        # another origin: the server's port on "localhost" is a different site from 127.0.0.1
+        other = live.url.replace("127.0.0.1", "localhost") + "/elsewhere"
+        page.route(other, lambda route: route.fulfill(status=200, content_type="text/html", body=attack))
+        with page.expect_response(lambda r: r.url.endswith("/signin") and r.request.method == "POST") as posted:
+            page.goto(other)
+        assert posted.value.status == 403
+        shot(page, "refused")
+        assert not any(c["name"] == "gptoss_session" for c in context.cookies())
+        page.goto(live.url + "/")
+        expect(page.locator("#sign-in")).to_be_visible()
+        assert page.url.endswith("/signin")
+    finally:
+        context.close()
