@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
@@ -18,6 +19,7 @@ from api.tokenize import tokenize
 from pipeline.accounts import accounts
 from pipeline.caller import ANONYMOUS, Caller
 from pipeline.usage import RETENTION_S
+from scheduler.request import RequestKey
 from scheduler.snapshot import snapshot
 from scheduler.status import overall_status, request_status
 from wiring import Services
@@ -44,11 +46,16 @@ async def list_models(request: Request) -> dict:
 
 
 @router.get("/v1/queue/status")
-async def queue_status(request: Request, request_id: str | None = None) -> dict:
+async def queue_status(request: Request, request_id: str | None = None, caller: str | None = None) -> dict:
+    """The queue, or one request of the caller's own: ids are each caller's, so another caller's is
+    `unknown`. An admin may name whose request with `caller`."""
     services = _services(request)
-    identify(request)
+    viewer = identify(request)
+    if caller is not None and caller != viewer.name and not viewer.admin:
+        raise APIError(403, "looking up another caller's request needs an admin key", param="caller",
+                       code="admin_key_required")
     if request_id is not None:
-        return request_status(services.scheduler, request_id)
+        return request_status(services.scheduler, RequestKey(caller or viewer.name, request_id))
     return overall_status(snapshot(services.scheduler))
 
 
@@ -114,16 +121,20 @@ def _require_admin(caller: Caller, what: str) -> None:
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
-@router.api_route("/v1/{rest:path}", methods=_METHODS, include_in_schema=False)
-async def no_such_route(request: Request, rest: str) -> Response:
-    """Any other /v1 path or method, answered here rather than by the page mounted at /: 405 with
-    Allow where the path exists, else 404, both as OpenAI errors."""
-    allowed = sorted({m for route in request.app.routes if route is not _CATCH_ALL and isinstance(route, APIRoute)
-                      and route.matches(request.scope)[0] is Match.PARTIAL for m in route.methods})
-    if allowed:
-        raise APIError(405, f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}",
-                       headers={"Allow": ", ".join(allowed)})
-    raise APIError(404, f"no route {request.url.path}", code="not_found")
+def unrouted(routers: Sequence[APIRouter]) -> APIRouter:
+    """A catch-all for any other /v1 path or method, answered here rather than by the page mounted
+    at /: 405 with Allow where one of `routers` has the path, else 404, both as OpenAI errors. Given
+    the routers themselves: FastAPI may wrap what `include_router` adds to the app's routes."""
+    routes = [route for r in routers for route in r.routes if isinstance(route, APIRoute)]
 
+    async def no_such_route(request: Request, rest: str) -> Response:
+        allowed = sorted({m for route in routes if route.matches(request.scope)[0] is Match.PARTIAL
+                          for m in route.methods})
+        if allowed:
+            raise APIError(405, f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}",
+                           headers={"Allow": ", ".join(allowed)})
+        raise APIError(404, f"no route {request.url.path}", code="not_found")
 
-_CATCH_ALL = router.routes[-1]
+    catch_all = APIRouter()
+    catch_all.add_api_route("/v1/{rest:path}", no_such_route, methods=_METHODS, include_in_schema=False)
+    return catch_all

@@ -15,7 +15,7 @@ from api.access import router as access_router
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
 from api.responses import router as responses_router
-from api.routes import router
+from api.routes import router, unrouted
 from cache.redis_store import CacheUnavailable
 from responses.redis_store import StoreUnavailable
 from monitor.metrics import Metrics
@@ -86,7 +86,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     install_error_handlers(app)
     app.include_router(access_router)
     app.include_router(responses_router)
-    app.include_router(router)  # last: its catch-all answers every other /v1 path
+    app.include_router(router)
+    app.include_router(unrouted([access_router, responses_router, router]))  # last: every other /v1 path
     app.openapi = lambda: _openapi(app)
     return app
 

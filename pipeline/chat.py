@@ -27,7 +27,7 @@ from pipeline.usage import UsageLedger, UsageTotals
 from scheduler.loop import Scheduler
 from scheduler.outcome import Outcome
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
-from scheduler.request import Dispatched, PriorityClass, Request, SchedulerError, Ticket
+from scheduler.request import Dispatched, PriorityClass, Request, RequestKey, SchedulerError, Ticket
 from scheduler.status import request_status
 from settings.schema import Config
 
@@ -206,7 +206,7 @@ class ChatRun:
             return
         self._released = True
         if self.ticket is not None:
-            self.pipeline.scheduler.cancel(self.request_id)
+            self.pipeline.scheduler.cancel(self.ticket)
             self.pipeline.limiter.spend(self.call.caller, self.completion_tokens)
         self.pipeline.cache.release(self.plan)
         if self.ticket is not None or self.hit is not None:  # else the queue refused it: start() counts that
@@ -227,7 +227,7 @@ class ChatRun:
                 return
             event = await ticket.next_event(timeout=NOTICE_INTERVAL_S)
             if event is None:
-                if (queued := _queued(scheduler, self.request_id)) is not None:
+                if (queued := _queued(scheduler, ticket.key)) is not None:
                     self._mark_open()
                     yield queued
             elif isinstance(event, Dispatched):
@@ -270,8 +270,8 @@ class ChatRun:
             self.ticket.stream_open = True
 
 
-def _queued(scheduler: Scheduler, request_id: str) -> Queued | None:
-    status = request_status(scheduler, request_id)
+def _queued(scheduler: Scheduler, key: RequestKey) -> Queued | None:
+    status = request_status(scheduler, key)
     if status["state"] != "queued":
         return None
     return Queued(status["position"], status["queue_length"], status["estimated_wait_s"], status["waited_s"])

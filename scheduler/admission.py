@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.request import PriorityClass, Request
+from scheduler.request import PriorityClass, Request, RequestKey
 
 
 class AdmissionController:
@@ -31,12 +31,12 @@ class AdmissionController:
         self.block_size = block_size
         self.paused = False
         self.high_slots = 0
-        self._running: dict[str, int] = {}
-        self._high: set[str] = set()
-        self._high_prefilling: set[str] = set()
+        self._running: dict[RequestKey, int] = {}
+        self._high: set[RequestKey] = set()
+        self._high_prefilling: set[RequestKey] = set()
         self.lower_prefills = lower_prefills
         self.high_traffic = False
-        self._lower_prefilling: set[str] = set()
+        self._lower_prefilling: set[RequestKey] = set()
         self.tokens_in_use = 0
 
     @property
@@ -87,24 +87,24 @@ class AdmissionController:
 
     def admit(self, request: Request) -> None:
         cost = self.cost(request)
-        self._running[request.request_id] = cost
+        self._running[request.key] = cost
         self.tokens_in_use += cost
         if request.priority is PriorityClass.HIGH:
-            self._high.add(request.request_id)
-            self._high_prefilling.add(request.request_id)
+            self._high.add(request.key)
+            self._high_prefilling.add(request.key)
         elif self.lower_prefills is not None:
-            self._lower_prefilling.add(request.request_id)
+            self._lower_prefilling.add(request.key)
 
-    def first_token(self, request_id: str) -> bool:
+    def first_token(self, key: RequestKey) -> bool:
         """Whether this ends a prefill that held lower requests back, so they may start now."""
         for prefilling in (self._high_prefilling, self._lower_prefilling):
-            if request_id in prefilling:
-                prefilling.discard(request_id)
+            if key in prefilling:
+                prefilling.discard(key)
                 return True
         return False
 
-    def release(self, request_id: str) -> None:
-        self.tokens_in_use -= self._running.pop(request_id, 0)
-        self._high.discard(request_id)
-        self._high_prefilling.discard(request_id)
-        self._lower_prefilling.discard(request_id)
+    def release(self, key: RequestKey) -> None:
+        self.tokens_in_use -= self._running.pop(key, 0)
+        self._high.discard(key)
+        self._high_prefilling.discard(key)
+        self._lower_prefilling.discard(key)

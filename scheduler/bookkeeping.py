@@ -8,7 +8,7 @@ import logging
 
 from scheduler.events import QueueEvent
 from scheduler.outcome import Outcome
-from scheduler.request import PriorityClass, Request, RequestState, SchedulerError, Ticket
+from scheduler.request import PriorityClass, Request, RequestKey, RequestState, SchedulerError, Ticket
 
 log = logging.getLogger("gpt_oss_webui.queue")
 
@@ -17,18 +17,20 @@ _FINISHED_KEPT = 1000
 
 class Bookkeeping:
     def _fail(self, request: Request, error: SchedulerError) -> None:
-        ticket = self._tickets.get(request.request_id)
+        ticket = self._tickets.get(request.key)
         if ticket is not None:
             ticket.events.put_nowait(error)
         self._finish(request, error.kind)
 
     def _finish(self, request: Request, outcome: Outcome) -> None:
         now = self.clock()
-        ticket = self._tickets.pop(request.request_id, None)
+        ticket = self._tickets.pop(request.key, None)
+        if ticket is not None:
+            self.engine_ids.drop(request.engine_id)
         request.state = RequestState.FINISHED
         waited = (request.dispatched_at or now) - request.arrival
-        self._finished[request.request_id] = {"priority": request.priority.value, "caller": request.caller,
-                                               "waited_s": round(waited, 3), "outcome": outcome.value}
+        self._finished[request.key] = {"priority": request.priority.value, "caller": request.caller,
+                                        "waited_s": round(waited, 3), "outcome": outcome.value}
         while len(self._finished) > _FINISHED_KEPT:
             self._finished.popitem(last=False)
         log.info("%s id=%s caller=%s class=%s score=%.2f wait=%.3fs total=%.3fs", outcome, request.request_id,
@@ -45,14 +47,15 @@ class Bookkeeping:
             except Exception:
                 log.exception("queue event listener failed")
 
-    def position(self, request_id: str) -> int | None:
-        return self.share.position(self.queue, request_id, self.clock())
+    def position(self, key: RequestKey) -> int | None:
+        return self.share.position(self.queue, key, self.clock())
 
-    def ticket(self, request_id: str) -> Ticket | None:
-        return self._tickets.get(request_id)
+    def ticket(self, key: RequestKey) -> Ticket | None:
+        return self._tickets.get(key)
 
-    def finished_info(self, request_id: str) -> dict | None:
-        return self._finished.get(request_id)
+    def finished_info(self, key: RequestKey) -> dict | None:
+        """How a request ended, kept for the last 1,000; its caller's own name is part of the key."""
+        return self._finished.get(key)
 
     def recent_wait_s(self) -> float:
         """Mean wait over the last interval: dispatched requests' waits and current waiters' so far."""

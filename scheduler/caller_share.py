@@ -11,7 +11,7 @@ from scheduler.fair_index import FairIndex
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.positions import QueuePositions
 from scheduler.queue import PriorityQueue
-from scheduler.request import Request
+from scheduler.request import Request, RequestKey
 
 
 class CallerShare:
@@ -71,8 +71,8 @@ class CallerShare:
         if self.running_of[request.caller] <= 0:
             del self.running_of[request.caller]
 
-    def position(self, queue: PriorityQueue, request_id: str, now: float | None = None) -> int | None:
-        return self._positions.of(queue, request_id, now)
+    def position(self, queue: PriorityQueue, key: RequestKey, now: float | None = None) -> int | None:
+        return self._positions.of(queue, key, now)
 
     def displaced_by(self, newcomer: Request, queue: PriorityQueue,
                      may_take: Callable[[Request], bool] = lambda r: True) -> Request | None:

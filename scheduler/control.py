@@ -38,7 +38,7 @@ class Control:
         for request in self.queue.expired(now, self.accepted_wait_s):
             if not self._before_response(request):
                 continue
-            self.queue.remove(request.request_id)
+            self.queue.remove(request.key)
             limit = self.accepted_wait_s(request.priority)
             retry = self.retry_after_s(request.priority)
             error = SchedulerError(Outcome.TIMEOUT, f"waited longer than the {request.priority.value}-priority "

@@ -21,10 +21,10 @@ class Dispatch:
     def _dispatch(self) -> None:
         while not self.closed and self.admission.has_any_slot() and (head := self.share.next_up(self.queue)):
             if self.admission.fits(head):
-                self.queue.remove(head.request_id)
+                self.queue.remove(head.key)
                 self._start(head)
             elif (high := self._high_behind(head)) is not None:
-                self.queue.remove(high.request_id)
+                self.queue.remove(high.key)
                 self._start(high)
             else:
                 return
@@ -44,14 +44,15 @@ class Dispatch:
         self.admission.admit(request)
         self.share.started(request)
         self._recent_waits.append((now, wait))
-        ticket = self._tickets[request.request_id]
+        ticket = self._tickets[request.key]
         ticket.events.put_nowait(Dispatched(wait))
         self._emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("dispatch id=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
-                      request.priority.value, self.queue.effective_score(request, now), wait, self.admission.running)
-        task = asyncio.create_task(self._run(ticket), name=f"run-{request.request_id}")
-        self._tasks[request.request_id] = task
+            log.debug("dispatch id=%s caller=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
+                      request.caller, request.priority.value, self.queue.effective_score(request, now), wait,
+                      self.admission.running)
+        task = asyncio.create_task(self._run(ticket), name=f"run-{request.engine_id}")
+        self._tasks[request.key] = task
         task.add_done_callback(lambda _: self._never_ran(ticket, task))
 
     async def _run(self, ticket: Ticket) -> None:
@@ -62,7 +63,7 @@ class Dispatch:
         decoded = 0
         batch_mark = self.pace.mark()
         try:
-            async for delta in self.engine.generate(request.request_id, request.prompt, request.params):
+            async for delta in self.engine.generate(request.engine_id, request.prompt, request.params):
                 ticket.events.put_nowait(delta)
                 now = self.clock()
                 if first is None:
@@ -70,7 +71,7 @@ class Dispatch:
                     first, batch_mark = now, self.pace.mark()
                     self._emit(QueueEvent("first_token", request.priority, caller=request.caller,
                                           elapsed_s=now - request.arrival))
-                    if self.admission.first_token(request.request_id):
+                    if self.admission.first_token(request.key):
                         self._dispatch()
                 else:
                     stalled = self.prefills.overlaps(last)
@@ -85,7 +86,7 @@ class Dispatch:
                 self.high_demand.finished(first - (request.dispatched_at or first), decoded, self.limit.target_s)
         except asyncio.CancelledError:
             outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
-            await self.engine.abort(request.request_id)
+            await self.engine.abort(request.engine_id)
             message = "the server is shutting down" if self.closed else "the request was cancelled"
             ticket.events.put_nowait(SchedulerError(outcome, message))
         except EngineRejected as exc:
@@ -96,10 +97,10 @@ class Dispatch:
             ticket.events.put_nowait(SchedulerError(outcome, f"the engine failed this request: {exc}"))
         except Exception:
             outcome = Outcome.ENGINE_ERROR
-            log.exception("engine failure id=%s", request.request_id)
+            log.exception("engine failure id=%s caller=%s", request.request_id, request.caller)
             ticket.events.put_nowait(SchedulerError(outcome, "the engine failed this request"))
         finally:
-            self._tasks.pop(request.request_id, None)
+            self._tasks.pop(request.key, None)
             self._release(request)
             self.drain.record(self.clock() - (request.dispatched_at or request.arrival))
             self._finish(request, outcome)
@@ -108,9 +109,9 @@ class Dispatch:
     def _never_ran(self, ticket: Ticket, task: asyncio.Task) -> None:
         """A task cancelled before its first step never enters `_run`, so its cleanup is here."""
         request = ticket.request
-        if self._tasks.get(request.request_id) is not task:
+        if self._tasks.get(request.key) is not task:
             return  # `_run` ran and cleaned up
-        self._tasks.pop(request.request_id)
+        self._tasks.pop(request.key)
         self._release(request)
         outcome = Outcome.SHUTDOWN if self.closed else Outcome.DISCONNECT
         ticket.events.put_nowait(SchedulerError(outcome, "the request was cancelled"))
@@ -118,5 +119,5 @@ class Dispatch:
         self._dispatch()
 
     def _release(self, request: Request) -> None:
-        self.admission.release(request.request_id)
+        self.admission.release(request.key)
         self.share.ended(request)

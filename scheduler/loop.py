@@ -23,6 +23,7 @@ from scheduler.door import predicted_wait_s, queue_room, wait_refusal
 from scheduler.estimate import ArrivalRates, DrainEstimator
 from scheduler.caller_share import CallerShare
 from scheduler.dispatch import Dispatch
+from scheduler.engine_ids import EngineIds
 from scheduler.events import Listener, QueueEvent
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.high_demand import HighDemand
@@ -31,7 +32,7 @@ from scheduler.outcome import Outcome
 from scheduler.pace import PrefillWatch, TokenPace
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
-from scheduler.request import PriorityClass, Request, SchedulerError, Ticket
+from scheduler.request import PriorityClass, Request, RequestKey, SchedulerError, Ticket
 from settings.schema import SchedulerConfig
 
 log = logging.getLogger("gpt_oss_webui.queue")
@@ -57,9 +58,10 @@ class Scheduler(Dispatch, Control, Bookkeeping):
         fair = config.fair_share
         self.share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
         self.closed = False
-        self._tickets: dict[str, Ticket] = {}
-        self._tasks: dict[str, asyncio.Task] = {}
-        self._finished: OrderedDict[str, dict] = OrderedDict()
+        self._tickets: dict[RequestKey, Ticket] = {}  # by caller and id: each caller's ids are its own
+        self._tasks: dict[RequestKey, asyncio.Task] = {}
+        self._finished: OrderedDict[RequestKey, dict] = OrderedDict()
+        self.engine_ids = EngineIds()
         self._recent_waits: deque[tuple[float, float]] = deque(maxlen=200)
         self._timer: asyncio.Task | None = None
         self.listeners: list[Listener] = []
@@ -77,7 +79,7 @@ class Scheduler(Dispatch, Control, Bookkeeping):
             return
         self.closed = True
         for request in self.queue.ranked():
-            self.queue.remove(request.request_id)
+            self.queue.remove(request.key)
             self._fail(request, SchedulerError(Outcome.SHUTDOWN, "the server is shutting down"))
         tasks = list(self._tasks.values())
         for task in tasks:
@@ -101,7 +103,8 @@ class Scheduler(Dispatch, Control, Bookkeeping):
                 self._emit(QueueEvent("rejected", request.priority, exc.kind, caller=request.caller))
             raise
         ticket = Ticket(request)
-        self._tickets[request.request_id] = ticket
+        request.engine_id = self.engine_ids.take(request.request_id)
+        self._tickets[request.key] = ticket
         self.share.joining(request, self.queue)
         self.queue.push(request)
         self.share.joined(request, self.queue)
@@ -117,31 +120,33 @@ class Scheduler(Dispatch, Control, Bookkeeping):
     def _check_queued_limit(self, request: Request) -> None:
         """A caller's `max_queued` counts what still waits once the queue has run what it can."""
         waiting = self.queue.waiting_of(request.caller)
-        if request.max_queued is None or request.request_id not in self.queue or waiting <= request.max_queued:
+        if request.max_queued is None or request.key not in self.queue or waiting <= request.max_queued:
             return
-        self.queue.remove(request.request_id)
-        self._tickets.pop(request.request_id)
+        self.queue.remove(request.key)
+        self._tickets.pop(request.key)
+        self.engine_ids.drop(request.engine_id)
         self._emit(QueueEvent("rejected", request.priority, Outcome.RATE_LIMITED, caller=request.caller))
         log.info("reject id=%s caller=%s class=%s reason=max_queued", request.request_id, request.caller,
                  request.priority.value)
         raise SchedulerError(Outcome.RATE_LIMITED, f"rate limit reached for {request.caller}: at most "
                              f"{request.max_queued} requests waiting at once", self.retry_after_s(request.priority))
 
-    def cancel(self, request_id: str) -> None:
-        """The client left: drop its request from the queue, or abort it in the engine."""
-        ticket = self._tickets.get(request_id)
-        if ticket is None:
+    def cancel(self, ticket: Ticket) -> None:
+        """The client left: drop its request from the queue, or abort it in the engine. Only this
+        ticket: once it has ended, its caller may have sent the same id again."""
+        key = ticket.key
+        if self._tickets.get(key) is not ticket:
             return
-        if self.queue.remove(request_id) is not None:
+        if self.queue.remove(key) is not None:
             self._fail(ticket.request, SchedulerError(Outcome.DISCONNECT, "the client disconnected"))
             self._dispatch()  # the head may have been what blocked smaller requests
-        elif (task := self._tasks.get(request_id)) is not None:
+        elif (task := self._tasks.get(key)) is not None:
             task.cancel()
 
     def _check_submittable(self, request: Request) -> None:
         if self.closed:
             raise SchedulerError(Outcome.SHUTDOWN, "the server is shutting down")
-        if request.request_id in self._tickets:
+        if request.key in self._tickets:  # another caller's live request may have the same id
             raise SchedulerError(Outcome.DUPLICATE_ID, f"request_id {request.request_id!r} is already in progress")
         if not self.admission.can_ever_fit(request):
             raise SchedulerError(
@@ -173,7 +178,7 @@ class Scheduler(Dispatch, Control, Bookkeeping):
                      newcomer.caller, newcomer.priority.value, retry)
             raise SchedulerError(Outcome.QUEUE_FULL, f"the queue is full ({len(self.queue)} waiting); retry later",
                                  retry)
-        self.queue.remove(victim.request_id)
+        self.queue.remove(victim.key)
         retry = self.retry_after_s(victim.priority)
         why = "a high-priority request" if victim.priority is not newcomer.priority else "another caller's request"
         self._fail(victim, SchedulerError(Outcome.DISPLACED, f"the queue is full and {why} took this request's "
@@ -182,5 +187,5 @@ class Scheduler(Dispatch, Control, Bookkeeping):
     def _before_response(self, request: Request) -> bool:
         """Whether the client still has no 200: a waiter whose stream opened could not retry a
         429, so it is neither displaced nor timed out; it waits its turn, which aging brings."""
-        ticket = self._tickets.get(request.request_id)
+        ticket = self._tickets.get(request.key)
         return ticket is None or not ticket.stream_open

@@ -12,7 +12,7 @@ import itertools
 from collections import Counter, OrderedDict
 from typing import Callable, Iterator
 
-from scheduler.request import PriorityClass, Request
+from scheduler.request import PriorityClass, Request, RequestKey
 
 
 class PriorityQueue:
@@ -20,8 +20,9 @@ class PriorityQueue:
         self.aging_per_s = aging_per_s
         self._heap: list[tuple[float, int, Request]] = []
         self._order = itertools.count()
-        self._members: dict[str, Request] = {}
-        self._by_class: dict[PriorityClass, OrderedDict[str, Request]] = {c: OrderedDict() for c in PriorityClass}
+        self._members: dict[RequestKey, Request] = {}
+        self._by_class: dict[PriorityClass, OrderedDict[RequestKey, Request]] = {
+            c: OrderedDict() for c in PriorityClass}
         self._by_caller: Counter[str] = Counter()
         self._version = 0
         self._ranked: list[Request] = []
@@ -30,8 +31,8 @@ class PriorityQueue:
     def __len__(self) -> int:
         return len(self._members)
 
-    def __contains__(self, request_id: str) -> bool:
-        return request_id in self._members
+    def __contains__(self, key: RequestKey) -> bool:
+        return key in self._members
 
     def __iter__(self) -> Iterator[Request]:
         return iter(list(self._members.values()))
@@ -44,13 +45,13 @@ class PriorityQueue:
 
     def push(self, request: Request) -> None:
         heapq.heappush(self._heap, (-self.key(request), next(self._order), request))
-        self._members[request.request_id] = request
-        self._by_class[request.priority][request.request_id] = request
+        self._members[request.key] = request
+        self._by_class[request.priority][request.key] = request
         self._by_caller[request.caller] += 1
         self._version += 1
 
     def holds(self, request: Request) -> bool:
-        return self._members.get(request.request_id) is request
+        return self._members.get(request.key) is request
 
     def peek(self) -> Request | None:
         self._drop_stale_top()
@@ -64,8 +65,8 @@ class PriorityQueue:
         self._forget(request)
         return request
 
-    def remove(self, request_id: str) -> Request | None:
-        request = self._members.get(request_id)
+    def remove(self, key: RequestKey) -> Request | None:
+        request = self._members.get(key)
         if request is not None:
             self._forget(request)
             if len(self._heap) > 64 and len(self._heap) > 2 * len(self._members):
@@ -117,8 +118,8 @@ class PriorityQueue:
                 out.append(request)
         return out
 
-    def get(self, request_id: str) -> Request | None:
-        return self._members.get(request_id)
+    def get(self, key: RequestKey) -> Request | None:
+        return self._members.get(key)
 
     def ranked(self) -> list[Request]:
         self._refresh_ranking()
@@ -130,25 +131,25 @@ class PriorityQueue:
         return sum(1 for r in self._members.values() if self.key(r) >= new_key)
 
     def _forget(self, request: Request) -> None:
-        del self._members[request.request_id]
-        del self._by_class[request.priority][request.request_id]
+        del self._members[request.key]
+        del self._by_class[request.priority][request.key]
         self._by_caller[request.caller] -= 1
         if not self._by_caller[request.caller]:
             del self._by_caller[request.caller]
         self._version += 1
 
     def _drop_stale_top(self) -> None:
-        while self._heap and self._members.get(self._heap[0][2].request_id) is not self._heap[0][2]:
+        while self._heap and self._members.get(self._heap[0][2].key) is not self._heap[0][2]:
             heapq.heappop(self._heap)
 
     def _compact(self) -> None:
-        self._heap = [e for e in self._heap if self._members.get(e[2].request_id) is e[2]]
+        self._heap = [e for e in self._heap if self._members.get(e[2].key) is e[2]]
         heapq.heapify(self._heap)
 
     def _refresh_ranking(self) -> None:
         if self._ranked_version == self._version:
             return
-        live = [e for e in self._heap if self._members.get(e[2].request_id) is e[2]]
+        live = [e for e in self._heap if self._members.get(e[2].key) is e[2]]
         live.sort(key=lambda e: (e[0], e[1]))
         self._ranked = [e[2] for e in live]
         self._ranked_version = self._version

@@ -6,6 +6,7 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from core.types import GenParams, Prompt
 from scheduler.outcome import Outcome
@@ -25,6 +26,14 @@ class PriorityClass(str, Enum):
 _RANKS = {PriorityClass.HIGH: 0, PriorityClass.MEDIUM: 1, PriorityClass.LOW: 2}
 
 
+class RequestKey(NamedTuple):
+    """A request in the scheduler's index. A client's id is its own: two callers may use the same
+    one at once, and a lookup by another caller's name finds nothing."""
+
+    caller: str
+    request_id: str
+
+
 class RequestState(Enum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -38,12 +47,17 @@ class Request:
     score: float
     prompt: Prompt
     params: GenParams
-    caller: str = "anonymous"  # a name for logs and status, never a key
+    caller: str = "anonymous"  # the caller's name (never its API key): logs, status, and the index's namespace
     max_parallel: int | None = None  # the caller's running limit: more of its requests wait
     max_queued: int | None = None  # how many of the caller's requests may wait
     arrival: float = 0.0
     state: RequestState = RequestState.QUEUED
     dispatched_at: float | None = None
+    engine_id: str = ""  # the id the engine runs it under, unique among live requests; the scheduler sets it
+
+    @property
+    def key(self) -> RequestKey:
+        return RequestKey(self.caller, self.request_id)
 
     @property
     def cost_tokens(self) -> int:
@@ -125,6 +139,10 @@ class Ticket:
     @property
     def request_id(self) -> str:
         return self.request.request_id
+
+    @property
+    def key(self) -> RequestKey:
+        return self.request.key
 
     async def next_event(self, timeout: float | None = None) -> object | None:
         """The next event, or None after `timeout`; a timed-out wait never loses an event."""

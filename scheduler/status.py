@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from scheduler.loop import Scheduler
-from scheduler.request import RequestState
+from scheduler.request import RequestKey, RequestState
 from scheduler.snapshot import Snapshot
 
 
@@ -36,17 +36,20 @@ def overall_status(snap: Snapshot) -> dict:
     }
 
 
-def request_status(s: Scheduler, request_id: str) -> dict:
+def request_status(s: Scheduler, key: RequestKey) -> dict:
+    """One request of one caller. Another caller's request with the same id is `unknown`, exactly as
+    an id never sent: its existence is not told. The id shown is the client's own."""
     now = s.clock()
-    ticket = s.ticket(request_id)
+    request_id = key.request_id
+    ticket = s.ticket(key)
     if ticket is None:
-        info = s.finished_info(request_id)
+        info = s.finished_info(key)
         if info is None:
             return {"request_id": request_id, "state": "unknown"}
         return {"request_id": request_id, "state": "finished", **info}
     request = ticket.request
     if request.state is RequestState.QUEUED:
-        position = s.position(request_id) or 0
+        position = s.position(key) or 0
         return {
             "request_id": request_id,
             "state": "queued",

@@ -125,12 +125,12 @@ def test_max_parallel_holds_extra_requests_and_max_queued_refuses_past_it(make_s
         live.wait_for(lambda s: s["running"] == 1)
         second = pool.submit(ask, live, "sk-dave-0001", 100, request_id="d2")
         live.wait_for(lambda s: s["waiting_total"] == 1)
-        assert live.status(request_id="d2")["state"] == "queued"  # the engine has room; dave does not
+        assert live.status(request_id="d2", caller="dave")["state"] == "queued"  # the engine has room; dave does not
         third = ask(live, "sk-dave-0001")
         assert third.status_code == 429 and "1 requests waiting" in third.json()["error"]["message"]
         assert third.json()["error"]["code"] == "rate_limit_exceeded"
         assert ask(live, "sk-bob-00001", max_tokens=4).status_code == 200  # others run meanwhile
-        assert live.status(request_id="d2")["state"] == "queued"
+        assert live.status(request_id="d2", caller="dave")["state"] == "queued"
         assert first.result().status_code == 200 and second.result().status_code == 200
     dave = usage(live, "sk-dave-0001").json()["data"][0]
     assert (dave["requests"], dave["rejections"]) == (3, 1)  # a refusal is counted once
@@ -146,7 +146,7 @@ def test_fair_share_puts_a_light_user_ahead_of_a_flood(make_server, fair: bool, 
         live.wait_for(lambda s: s["waiting_total"] == 7)
         light = pool.submit(ask, live, "sk-alice-0001", 40, request_id="light", cache=False)
         live.wait_for(lambda s: s["waiting_total"] == 8)
-        assert live.status(request_id="light")["position"] in (light_position, light_position + 1)
+        assert live.status(request_id="light", caller="alice")["position"] in (light_position, light_position + 1)
         assert light.result().status_code == 200 and all(f.result().status_code == 200 for f in flood)
     waits = {f"a{i}": float(flood[i].result().headers["x-queue-wait-ms"]) for i in range(8)}
     overtaken = sum(wait > float(light.result().headers["x-queue-wait-ms"]) for wait in waits.values())

@@ -90,7 +90,7 @@ async def test_monitor_pauses_and_resumes_a_real_scheduler():
             assert isinstance(events[0], Dispatched) and events[0].queue_wait_s > 0.3
             assert events[-1].finish_reason == "length"
         assert not sched.admission.paused and monitor.guard.switches == 2
-        assert [sched.finished_info(t.request_id)["outcome"] for t in queued] == ["finish"] * 3
+        assert [sched.finished_info(t.key)["outcome"] for t in queued] == ["finish"] * 3
     finally:
         monitor.stop()
         await sched.shutdown()

@@ -21,7 +21,7 @@ def drain_order(share: CallerShare, queue: PriorityQueue, output_tokens: int = 1
     """Run the queue one request at a time, each served in full before the next starts."""
     order = []
     while (request := share.next_up(queue)) is not None:
-        queue.remove(request.request_id)
+        queue.remove(request.key)
         share.started(request)
         share.served(request.caller, output_tokens=output_tokens)
         share.ended(request)
@@ -111,9 +111,9 @@ def test_positions_follow_the_fair_order():
     requests = [make_request(arrival=i, caller="alice") for i in range(4)] + [make_request(arrival=9, caller="bob")]
     vtc.charge("alice", output_tokens=50)
     queue = queue_of(*requests)
-    assert share.position(queue, requests[-1].request_id) == 1
-    assert [share.position(queue, r.request_id) for r in requests[:4]] == [2, 3, 4, 5]
-    assert CallerShare(None).position(queue, requests[-1].request_id) == 5
+    assert share.position(queue, requests[-1].key) == 1
+    assert [share.position(queue, r.key) for r in requests[:4]] == [2, 3, 4, 5]
+    assert CallerShare(None).position(queue, requests[-1].key) == 5
 
 
 def test_a_newcomer_counts_the_rounds_ahead_of_it():
@@ -140,11 +140,11 @@ def test_positions_are_worked_out_once_per_change_of_the_queue():
     share = CallerShare(vtc)
     a, b = make_request(arrival=0, caller="alice"), make_request(arrival=1, caller="bob")
     queue = queue_of(a, b)
-    assert share.position(queue, a.request_id) == 1
+    assert share.position(queue, a.key) == 1
     vtc.charge("alice", output_tokens=100)
-    assert share.position(queue, a.request_id) == 1  # counters alone do not reorder what is shown
+    assert share.position(queue, a.key) == 1  # counters alone do not reorder what is shown
     queue.push(make_request(arrival=2, caller="carol"))
-    assert [share.position(queue, r.request_id) for r in (a, b)] == [3, 1]
+    assert [share.position(queue, r.key) for r in (a, b)] == [3, 1]
 
 
 def test_the_heap_index_picks_what_a_scan_of_the_class_would():
@@ -167,7 +167,7 @@ def test_the_heap_index_picks_what_a_scan_of_the_class_would():
             queue.push(joining)
             index.add(joining)
         elif roll < 0.6 and len(queue):
-            queue.remove(rng.choice(list(queue)).request_id)
+            queue.remove(rng.choice(list(queue)).key)
         elif roll < 0.8:
             vtc.charge(rng.choice(callers), output_tokens=rng.randint(0, 50))
         blocked = set(rng.sample(callers, rng.randint(0, 2)))

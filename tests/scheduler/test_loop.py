@@ -120,7 +120,7 @@ async def test_waiters_time_out_per_class():
     timeout = await asyncio.wait_for(low.events.get(), 1)
     assert timeout.kind is Outcome.TIMEOUT and "60 s" in timeout.message
     assert medium.events.empty() and len(sched.queue) == 1
-    assert sched.finished_info(low.request_id)["outcome"] == "timeout"
+    assert sched.finished_info(low.key)["outcome"] == "timeout"
     await stop(sched)
 
 
@@ -129,11 +129,11 @@ async def test_cancel_frees_the_queue_and_the_engine():
     running = sched.submit(make_request(max_tokens=1000))
     queued = sched.submit(make_request())
     nxt = sched.submit(make_request(max_tokens=2))
-    sched.cancel(queued.request_id)
+    sched.cancel(queued)
     assert len(sched.queue) == 1
     assert (await queued.events.get()).kind == "disconnect"
     await asyncio.wait_for(running.events.get(), 1)  # dispatched
-    sched.cancel(running.request_id)
+    sched.cancel(running)
     events = await events_until_done(running)
     assert events[-1].kind == "disconnect"
     done = await events_until_done(nxt)
@@ -170,7 +170,7 @@ async def test_emergency_mode_boosts_high_and_shortens_low_waits():
     assert boosted.request.score == 15.0
     assert sched.max_wait_s(P.LOW) == 20.0
     for request in sched.queue.ranked():
-        sched.cancel(request.request_id)
+        sched.cancel(sched.ticket(request.key))
     sched.sample_pressure()
     assert not sched.pressure.emergency and sched.max_wait_s(P.LOW) == 60.0
     await stop(sched)
@@ -193,7 +193,7 @@ async def test_removing_a_blocked_head_lets_the_next_request_in():
     big = sched.submit(make_request(prompt_tokens=30, max_tokens=30))  # does not fit beside the first
     small = sched.submit(make_request(P.LOW, prompt_tokens=10, max_tokens=10))
     assert sched.admission.running == 1  # the small one waits behind the head
-    sched.cancel(big.request_id)
+    sched.cancel(big)
     assert sched.admission.running == 2 and isinstance(await small.events.get(), Dispatched)
     await stop(sched)
 
@@ -290,7 +290,7 @@ async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
     assert err.value.kind == "wait_limit" and "20 s" in err.value.message
     clock.advance(30)
     sched.expire_waiters()
-    assert accepted.events.empty() and accepted.request_id in sched.queue  # promised 60 s, not 20
+    assert accepted.events.empty() and accepted.key in sched.queue  # promised 60 s, not 20
     await stop(sched)
 
 
@@ -331,9 +331,9 @@ async def test_average_wait_returns_to_zero_one_interval_after_the_queue_empties
 async def test_a_request_cancelled_as_it_is_dispatched_frees_its_slot():
     sched = await started(slots=1)
     ticket = sched.submit(make_request(max_tokens=5))
-    sched.cancel(ticket.request_id)  # its engine task was created but has not run a single step
+    sched.cancel(ticket)  # its engine task was created but has not run a single step
     assert (await events_until_done(ticket))[-1].kind is Outcome.DISCONNECT
     await asyncio.sleep(0)
     assert sched.admission.running == 0 and sched.admission.tokens_in_use == 0
-    assert sched.finished_info(ticket.request_id)["outcome"] == "disconnect"
+    assert sched.finished_info(ticket.key)["outcome"] == "disconnect"
     await stop(sched)

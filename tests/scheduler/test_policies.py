@@ -10,6 +10,7 @@ from scheduler.high_demand import HighDemand
 from scheduler.pressure import PressureMonitor
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
 from scheduler.request import PriorityClass as P
+from scheduler.request import RequestKey
 from settings.schema import PressureConfig, SchedulerConfig
 from tests.scheduler.factory import make_request
 
@@ -67,10 +68,10 @@ def test_no_lower_request_starts_while_a_high_one_waits_for_its_first_token():
     adm.admit(high)
     assert not adm.fits(make_request(P.LOW)) and adm.fits(other_high) and adm.has_any_slot()
     adm.admit(other_high)
-    assert adm.first_token(high.request_id) and not adm.first_token(high.request_id)
+    assert adm.first_token(high.key) and not adm.first_token(high.key)
     assert not adm.fits(make_request(P.MEDIUM))  # the other is still in its prefill
-    adm.release(other_high.request_id)  # failed before its first token
-    assert adm.fits(make_request(P.MEDIUM)) and not adm.first_token(make_request(P.LOW).request_id)
+    adm.release(other_high.key)  # failed before its first token
+    assert adm.fits(make_request(P.MEDIUM)) and not adm.first_token(make_request(P.LOW).key)
 
 
 def test_lower_requests_prefill_one_at_a_time_where_the_engine_prefills_serially():
@@ -80,13 +81,13 @@ def test_lower_requests_prefill_one_at_a_time_where_the_engine_prefills_serially
     assert adm.fits(medium)  # no high traffic: nothing to make way for
     adm.high_traffic = True
     assert not adm.fits(medium) and adm.fits(high) and adm.has_any_slot()
-    assert adm.first_token(low.request_id) and adm.fits(medium)
+    assert adm.first_token(low.key) and adm.fits(medium)
     adm.admit(medium)
-    adm.release(medium.request_id)  # failed before its first token
+    adm.release(medium.key)  # failed before its first token
     assert adm.fits(make_request(P.LOW))
     unlimited = AdmissionController(max_concurrency=8, token_budget=None)
     unlimited.admit(low)
-    assert unlimited.fits(medium) and not unlimited.first_token(low.request_id)
+    assert unlimited.fits(medium) and not unlimited.first_token(low.key)
 
 
 def test_admission_by_slots_and_tokens():
@@ -97,14 +98,14 @@ def test_admission_by_slots_and_tokens():
     adm.admit(b)
     assert adm.tokens_in_use == 80 and adm.free_slots == 0
     assert not adm.fits(c)  # no slot
-    adm.release(a.request_id)
+    adm.release(a.key)
     assert adm.fits(c)
     big = make_request(prompt_tokens=30, max_tokens=31)
     assert not adm.fits(big)  # 40 + 61 > 100: the budget, not the slot, says no
     assert adm.can_ever_fit(big) and not adm.can_ever_fit(make_request(prompt_tokens=50, max_tokens=51))
     adm.paused = True
     assert not adm.fits(c)
-    adm.release("unknown")  # releasing twice or unknown ids is harmless
+    adm.release(RequestKey("anonymous", "unknown"))  # releasing twice or unknown ids is harmless
     assert adm.tokens_in_use == 40
 
 

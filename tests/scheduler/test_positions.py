@@ -20,19 +20,19 @@ def filled(n: int) -> tuple[PriorityQueue, list]:
 def test_churn_inside_the_interval_keeps_the_last_ranking_and_places_newcomers_by_their_key():
     queue, requests = filled(1000)
     positions = QueuePositions(None)
-    assert positions.of(queue, requests[10].request_id, now=0.0) == 11
-    queue.remove(requests[0].request_id)
+    assert positions.of(queue, requests[10].key, now=0.0) == 11
+    queue.remove(requests[0].key)
     high, low = make_request(P.HIGH, arrival=2000), make_request(P.LOW, arrival=2000)
     queue.push(high)
     queue.push(low)
     soon = 0.5 * 1000 * RANK_S_PER_WAITER
-    assert positions.of(queue, requests[10].request_id, now=soon) == 11  # not re-ranked yet
-    assert positions.of(queue, high.request_id, now=soon) == 1
-    assert positions.of(queue, low.request_id, now=soon) == len(queue)
+    assert positions.of(queue, requests[10].key, now=soon) == 11  # not re-ranked yet
+    assert positions.of(queue, high.key, now=soon) == 1
+    assert positions.of(queue, low.key, now=soon) == len(queue)
     later = 1.01 * 1001 * RANK_S_PER_WAITER
-    assert positions.of(queue, requests[10].request_id, now=later) == 11  # one left ahead, high joined ahead
-    assert positions.of(queue, requests[1].request_id, now=later) == 2
-    assert positions.of(queue, requests[0].request_id, now=later) is None
+    assert positions.of(queue, requests[10].key, now=later) == 11  # one left ahead, high joined ahead
+    assert positions.of(queue, requests[1].key, now=later) == 2
+    assert positions.of(queue, requests[0].key, now=later) is None
 
 
 def test_a_ranking_costs_a_sort_at_most_once_per_interval():
@@ -50,6 +50,6 @@ def test_a_ranking_costs_a_sort_at_most_once_per_interval():
     for step in range(1000):  # a change and a question every millisecond, for a second
         now = step * 1e-3
         queue.push(make_request(P.MEDIUM, arrival=2000 + step))
-        queue.remove(requests[step].request_id)
-        positions.of(queue, requests[-1].request_id, now)
+        queue.remove(requests[step].key)
+        positions.of(queue, requests[-1].key, now)
     assert 1 <= sorts <= 1 / (2000 * RANK_S_PER_WAITER) + 1

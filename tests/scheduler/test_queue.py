@@ -1,6 +1,11 @@
 from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass as P
+from scheduler.request import RequestKey
 from tests.scheduler.factory import make_request
+
+
+def key(request_id: str) -> RequestKey:
+    return RequestKey("anonymous", request_id)
 
 
 def drain(queue: PriorityQueue) -> list[str]:
@@ -42,10 +47,10 @@ def test_remove_and_positions():
     for r in reqs:
         q.push(r)
     assert [r.request_id for r in q.ranked()] == ["b", "c", "a"]
-    assert q.remove("b").request_id == "b"
-    assert q.remove("b") is None
-    assert [r.request_id for r in q.ranked()] == ["c", "a"] and q.get("b") is None
-    assert len(q) == 2 and "b" not in q
+    assert q.remove(key("b")).request_id == "b"
+    assert q.remove(key("b")) is None
+    assert [r.request_id for r in q.ranked()] == ["c", "a"] and q.get(key("b")) is None
+    assert len(q) == 2 and key("b") not in q
     assert drain(q) == ["c", "a"]
 
 
@@ -54,7 +59,7 @@ def test_removed_entries_are_compacted_away():
     for i in range(500):
         q.push(make_request(P.MEDIUM, request_id=f"x{i}"))
     for i in range(490):
-        q.remove(f"x{i}")
+        q.remove(key(f"x{i}"))
     assert len(q._heap) < 100
     assert drain(q) == [f"x{i}" for i in range(490, 500)]
 
@@ -68,7 +73,7 @@ def test_newest_below_picks_the_newest_of_the_lowest_class_that_may_be_taken():
     assert q.newest_below(P.HIGH, lambda r: r.request_id != "l2").request_id == "l1"
     assert q.newest_below(P.HIGH, lambda r: r.request_id == "m1").request_id == "m1"  # no low may go
     assert q.newest_below(P.LOW, anyone) is None
-    q.remove("l1"), q.remove("l2")
+    q.remove(key("l1")), q.remove(key("l2"))
     assert q.newest_below(P.HIGH, anyone).request_id == "m2"
     assert q.newest_below(P.MEDIUM, anyone) is None
 
