@@ -20,6 +20,7 @@ from api.connection import uvicorn_settings
 from api.server import create_app
 from monitor.logs import configure_logging, install_secret_filter
 from settings import Config, ConfigError, load_config
+from settings.loader import warn_of_open_key_files
 from wiring import Services, build_services
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.yaml")
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.logging)
+    warn_of_open_key_files(args.config, config)
     server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
                                    log_level=config.logging.level.lower(), timeout_graceful_shutdown=5,
                                    **uvicorn_settings(config.server))

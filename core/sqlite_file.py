@@ -1,5 +1,5 @@
 """A SQLite file that the service keeps serving through: WAL, and a file that will not open is
-moved aside with a warning and a new one started."""
+moved aside with a warning and a new one started. The file and its `-wal` / `-shm` are owner-only."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ from typing import Awaitable, Callable
 
 import aiosqlite
 
+from core.private_files import private_sqlite
+
 
 async def open_or_set_aside(path: Path, setup: Callable[[aiosqlite.Connection], Awaitable[None]],
                             log: logging.Logger, clock: Callable[[], float] = time.time) -> aiosqlite.Connection:
     """`setup` creates the tables and reads what it keeps in memory; a DatabaseError there too
     means the file is unreadable."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_sqlite(path)
     db = await aiosqlite.connect(path)
     try:
         await _prepare(db, setup)
@@ -28,6 +30,7 @@ async def open_or_set_aside(path: Path, setup: Callable[[aiosqlite.Connection], 
         for suffix in ("-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
         log.warning("file %s was unreadable (%s); moved it to %s and started a new one", path, exc, aside)
+    private_sqlite(path)
     db = await aiosqlite.connect(path)
     await _prepare(db, setup)
     return db

@@ -1,4 +1,5 @@
-"""Logging to stdout and to a size-rotated file, both set from the `logging` config section."""
+"""Logging to stdout and to a size-rotated file (owner-only, its backups too), both set from the
+`logging` config section."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import logging
 import logging.handlers
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, TextIO
 
+from core.private_files import private_file, tighten
 from settings.schema import LoggingConfig
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -56,6 +58,20 @@ def install_secret_filter(secrets: Iterable[str]) -> None:
         logging.getLogger(name).addFilter(secret_filter)
 
 
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Each file it opens, the first and each one after a rotation, is made 0600 before it is
+    written; a rotated backup keeps that mode, and older backups open to others are tightened."""
+
+    def __init__(self, path: Path, max_bytes: int, backup_count: int) -> None:
+        for n in range(1, backup_count + 1):
+            tighten(Path(f"{path}.{n}"))
+        super().__init__(path, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8")
+
+    def _open(self) -> TextIO:
+        private_file(Path(self.baseFilename))
+        return super()._open()
+
+
 def configure_logging(config: LoggingConfig) -> None:
     root = logging.getLogger("gpt_oss_webui")
     root.setLevel(config.level)
@@ -68,10 +84,6 @@ def configure_logging(config: LoggingConfig) -> None:
     console.setFormatter(formatter)
     root.addHandler(console)
     if config.file:
-        path = Path(config.file)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rotating = logging.handlers.RotatingFileHandler(
-            path, maxBytes=config.max_bytes, backupCount=config.backup_count, encoding="utf-8"
-        )
+        rotating = PrivateRotatingFileHandler(Path(config.file), config.max_bytes, config.backup_count)
         rotating.setFormatter(formatter)
         root.addHandler(rotating)

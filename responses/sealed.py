@@ -12,6 +12,8 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
+from core.private_files import FILE_MODE, private_dir, tighten
+
 
 class SealError(ValueError):
     pass
@@ -23,10 +25,12 @@ class ReasoningSeal:
 
     @classmethod
     def from_file(cls, path: Path) -> ReasoningSeal:
-        """The key in `path`, written (owner-only) when missing."""
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        """The key in `path`, written (owner-only) when missing; one open to others is tightened."""
+        if path.exists():
+            tighten(path)
+        else:
+            private_dir(path.parent)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             with os.fdopen(descriptor, "wb") as out:
                 out.write(Fernet.generate_key())
         return cls(path.read_bytes().strip())

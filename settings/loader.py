@@ -6,6 +6,8 @@ start-up with something an operator can fix without reading a traceback.
 
 from __future__ import annotations
 
+import logging
+import os
 import typing
 from pathlib import Path
 from typing import Any, get_args
@@ -14,7 +16,11 @@ import yaml
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ValidationError
 
+from core.private_files import open_to_others
 from settings.schema import Config
+
+KEYS_ENV = "GPT_OSS_WEBUI_KEYS"  # named keys as a key file holds them, kept off the command line (`ps`)
+log = logging.getLogger("gpt_oss_webui.settings")
 
 
 class ConfigError(ValueError):
@@ -106,22 +112,63 @@ def _range(info: Any) -> str:
 
 def _with_key_file(raw: dict) -> dict:
     """`server.key_file` holds more named keys (a YAML list, or a mapping with `keys`), so secrets
-    can live apart from the main config, readable by the service alone."""
-    server = raw.get("server")
-    path = server.get("key_file") if isinstance(server, dict) else None
-    if not path:
+    can live apart from the main config, readable by the service alone; the environment variable
+    GPT_OSS_WEBUI_KEYS may hold the same YAML or JSON, so no key shows in `ps`."""
+    server = raw.get("server", {})
+    path, env = (server.get("key_file"), os.environ.get(KEYS_ENV, "")) if isinstance(server, dict) else (None, "")
+    if not path and not env.strip():
         return raw
+    keys = [*(server.get("keys") or [])]
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"server.key_file {path}: cannot be read ({exc.strerror})") from None
+        keys += _named_keys(f"server.key_file {path}", text)
+    if env.strip():
+        keys += _named_keys(f"environment variable {KEYS_ENV}", env)
+    return _merge(raw, {"server": {"keys": keys}})
+
+
+def _named_keys(source: str, text: str) -> list:
     try:
-        text = Path(path).read_text(encoding="utf-8")
         data = yaml.safe_load(text) or []
-    except OSError as exc:
-        raise ConfigError(f"server.key_file {path}: cannot be read ({exc.strerror})") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"server.key_file {path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise ConfigError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from None
     keys = data.get("keys") if isinstance(data, dict) else data
-    if not isinstance(keys, list):
-        raise ConfigError(f"server.key_file {path}: expected a list of keys")
-    return _merge(raw, {"server": {"keys": [*(server.get("keys") or []), *keys]}})
+    if not isinstance(keys, list) or not all(isinstance(key, dict) for key in keys):
+        raise ConfigError(f"{source}: expected a list of keys, each a mapping such as {{name: a, key: ...}}")
+    return keys
+
+
+def warn_of_open_key_files(path: str | Path | None, config: Config) -> None:
+    """One warning for each file holding keys that group or others may read: `server.key_file`,
+    and the config file when it holds keys themselves (not only `key_sha256`)."""
+    files = [Path(config.server.key_file)] if config.server.key_file else []
+    try:
+        if path and _holds_plain_keys(_read_yaml(path)):
+            files.insert(0, Path(path))
+    except ConfigError:
+        pass
+    for file in filter(open_to_others, files):
+        log.warning("%s holds API keys and is readable by group or others; run chmod 600 %s", file, file)
+
+
+def _holds_plain_keys(raw: dict) -> bool:
+    presets = raw.get("presets")
+    return any(map(_plain_keys_in, (raw, *(presets.values() if isinstance(presets, dict) else ()))))
+
+
+def _plain_keys_in(section: Any) -> bool:
+    server, scheduler = _mapping(section, "server"), _mapping(section, "scheduler")
+    named = server.get("keys") if isinstance(server.get("keys"), list) else []
+    return bool(server.get("api_keys") or server.get("admin_keys") or scheduler.get("priority_keys")
+                or any(isinstance(key, dict) and key.get("key") for key in named))
+
+
+def _mapping(node: Any, key: str) -> dict:
+    value = node.get(key) if isinstance(node, dict) else None
+    return value if isinstance(value, dict) else {}
 
 
 def _read_yaml(path: str | Path) -> dict:

@@ -21,7 +21,7 @@ A_KEY, B_KEY = "Bearer team-a-key", "Bearer team-b-key"
 
 def settings(path: Path, *more: str) -> tuple[str, ...]:
     return ("cache.enabled=true", f"cache.path={path}", "cache.similar.enabled=true", "cache.namespace_by_key=true",
-            "server.api_keys=[team-a-key,team-b-key]", *more)
+            "server.api_keys=[team-a-key,team-b-key]", "server.admin_keys=[ops-key-01]", *more)
 
 
 def body(prompt: str, system: str | None = None, **extra) -> dict:
@@ -113,7 +113,7 @@ def test_feedback_by_response_id_blocks_the_pairing_and_counts(http: httpx.Clien
     assert http.post(CHAT, json=body(PARAPHRASE, "feedback id")).headers["x-cache"] == "MISS"
     after = http.get("/v1/cache/stats").json()["similar"]
     assert after["false_hit_reports"] == stats["false_hit_reports"] + 1
-    metrics = http.get("/metrics").text
+    metrics = http.get("/metrics", headers={"Authorization": "Bearer ops-key-01"}).text
     assert "gptoss_cache_similar_hits_total" in metrics and "gptoss_cache_similar_false_hits_total" in metrics
 
 
