@@ -9,14 +9,13 @@ hits. A client that kept only the request may send it again instead, with the an
 
 from __future__ import annotations
 
-import json
 import re
 
 from fastapi import Request
 
 from api.auth import identify
-from api.body import load_object
-from api.chat import check_json, parse_body
+from api.body import read_object, within_bounds
+from api.chat import parse_body
 from api.errors import APIError
 from cache.similar import Pairing
 
@@ -26,8 +25,7 @@ _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 async def cache_feedback(request: Request) -> dict:
     services = request.app.state.services
     caller = identify(request)
-    check_json(request)
-    data = load_object(await request.body())
+    data = await read_object(request)
     cache = services.cache
     similar = getattr(cache, "similar", None)
     if similar is None:
@@ -50,7 +48,8 @@ async def cache_feedback(request: Request) -> dict:
         if source is None:
             raise APIError(400, "missing required parameter: 'cache_source' (with a request body)",
                            param="cache_source", code="missing_required_parameter")
-        body = parse_body(json.dumps(given).encode("utf-8"))
+        await within_bounds(request, given)
+        body = parse_body(given)
         plan = services.pipeline.cache.plan(services.engine.capabilities.model, body, caller.cache_namespace)
         if plan.key is None:
             raise APIError(400, "that request is not cached (not deterministic, or it bypasses the cache)",

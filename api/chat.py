@@ -8,7 +8,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from api.auth import identify
-from api.body import load_object, validate
+from api.body import read_object, validate
 from api.errors import APIError
 from api.openai_format import CompletionFormat
 from api.relay import chat_stream, complete_response, stream_response, unless_client_leaves
@@ -20,8 +20,7 @@ from pipeline.tool_params import ToolParamError, check_tools
 async def create_chat_completion(request: Request) -> Response:
     services = request.app.state.services
     caller = identify(request)
-    check_json(request)
-    body = parse_body(await request.body())
+    body = parse_body(await read_object(request))
     batch = _batch_mode(request)
     call = ChatCall(
         caller=caller, params=body, hints=PriorityHints(request.headers.get("x-priority"), batch),
@@ -37,8 +36,7 @@ async def create_chat_completion(request: Request) -> Response:
     return await complete_response(request, run, fmt.body)
 
 
-def parse_body(raw: bytes) -> ChatCompletionRequest:
-    data = load_object(raw)
+def parse_body(data: dict) -> ChatCompletionRequest:
     if (unknown := unknown_fields(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
     body = validate(data, ChatCompletionRequest)
@@ -53,15 +51,6 @@ def parse_body(raw: bytes) -> ChatCompletionRequest:
     if len(body.stop_list) > 4:
         raise APIError(400, "stop takes at most 4 sequences", param="stop", code="invalid_value")
     return body
-
-
-def check_json(request: Request) -> None:
-    """A browser sends a cross-site `text/plain` POST without asking first (no CORS preflight);
-    refusing every type but JSON keeps other sites' pages from making this server generate."""
-    kind = request.headers.get("content-type")
-    if kind is not None and kind.split(";")[0].strip().lower() != "application/json":
-        raise APIError(415, f"Content-Type must be application/json; got {kind[:100]!r}", param="Content-Type",
-                       code="unsupported_media_type")
 
 
 def _header_request_id(request: Request) -> str | None:

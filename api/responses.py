@@ -12,8 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from api.auth import identify
-from api.body import load_object, validate
-from api.chat import check_json
+from api.body import read_object, validate
 from api.errors import APIError
 from api.relay import complete_response, queue_comment, run_headers, stream_response, unless_client_leaves
 from api.responses_format import EventWriter, ResponseShape, listed, new_id
@@ -38,7 +37,6 @@ router = APIRouter()
 async def create_response(request: Request) -> Response:
     services = request.app.state.services
     caller = identify(request)
-    check_json(request)
     body, items, shape, hosted = await _parse(request, caller)
     seal = services.reasoning_seal
     if "reasoning.encrypted_content" in (body.include or ()):
@@ -112,7 +110,7 @@ async def list_input_items(request: Request, response_id: str, limit: int = 20, 
 
 async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]:
     services = request.app.state.services
-    data = load_object(await request.body())
+    data = await read_object(request)
     if (unknown := unknown_field(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
     body = validate(data, ResponsesRequest)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import Request
 
 from api.auth import identify
-from api.body import parse_json
+from api.body import read_object, validate
 from pipeline.params import TokenizeRequest
 from pipeline.prepare import check_model, check_ready
 from pipeline.tool_params import tool_use
@@ -15,7 +15,7 @@ from pipeline.tool_params import tool_use
 async def tokenize(request: Request) -> dict:
     engine = request.app.state.services.engine
     identify(request)
-    body = parse_json(await request.body(), TokenizeRequest)
+    body = validate(await read_object(request), TokenizeRequest)
     if body.model is not None:
         check_model(engine, body.model)
     check_ready(engine)

@@ -4,6 +4,8 @@ The simulator writes tool-call arguments and structured outputs as a constrained
 would: valid against the client's schema (the Draft 2020-12 subset tools and response_format use)
 and the same for the same seed, so tests can assert on them. What it cannot satisfy (a `pattern`
 none of its candidates match, bounds that cannot be met) raises ValueError, never an invalid value.
+Patterns run on the `regex` module under one time budget per value: a backtracking pattern a client
+sends costs a few milliseconds of the event loop, then a ValueError.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 import copy
 import math
 import random
-import re
+import time
 import uuid
 from typing import Any, Callable
+
+import regex
 
 Schema = dict[str, Any] | bool
 
 SOFT_DEPTH = 8  # past this: minimal values (required-only objects, shortest arrays, null if allowed)
 _HARD_DEPTH = 64  # past this the schema recurses with no way out
+PATTERN_BUDGET_S = 0.05  # for every `pattern` match of one value together
 _WORDS = ("sunny", "river", "apple", "cloud", "maple", "ocean", "tiger", "lemon", "stone", "piano",
           "amber", "delta", "cedar", "coral", "eagle", "frost", "grape", "lunar", "mango", "north")
 _PATTERN_TRIES = ("abc", "ABC", "x", "12345", "42", "a1b2", "USD", "2024-05-17", "12:30", "alex@example.com",
@@ -72,6 +77,7 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 class _Sampler:
     def __init__(self, root: Schema, rng: random.Random) -> None:
         self.root, self.rng = root, rng
+        self.deadline = time.monotonic() + PATTERN_BUDGET_S
 
     def gen(self, schema: Schema, depth: int) -> Any:
         if depth > _HARD_DEPTH:
@@ -159,11 +165,17 @@ class _Sampler:
             return text
         for candidate in (text, *(f(self.rng) for f in _FORMATS.values()), *_PATTERN_TRIES, *_WORDS):
             try:
-                if lo <= len(candidate) <= hi and re.search(pattern, candidate):
+                if lo <= len(candidate) <= hi and self.matches(pattern, candidate):
                     return candidate
-            except re.error:
+            except (regex.error, TimeoutError):
                 break
-        raise ValueError(f"cannot produce a string matching pattern {pattern!r}")
+        raise ValueError(f"cannot produce a string matching pattern {pattern[:200]!r}")
+
+    def matches(self, pattern: str, text: str) -> bool:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        return regex.search(pattern, text, timeout=left) is not None
 
     def make_number(self, s: dict[str, Any], depth: int, integer: bool = False) -> int | float:
         low, high = s.get("minimum", -math.inf), s.get("maximum", math.inf)

@@ -10,6 +10,7 @@ it writes as gpt-oss does (an analysis message, then a final one, with their spe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import heapq
 import itertools
@@ -17,11 +18,11 @@ import json
 import random
 import re
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterator
 
 from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool
 from engine import sim_script
-from engine.base import Capabilities, EngineError, EngineOutOfMemory, EngineStats
+from engine.base import Capabilities, EngineError, EngineOutOfMemory, EngineRejected, EngineStats
 from engine.harmony import split_channels
 from engine.hermes import split_tool_calls
 from settings.schema import EngineConfig, SimConfig
@@ -173,11 +174,15 @@ class SimEngine:
         under a constraint; else free words, after harmony's thinking."""
         params, harmony = seq.params, self.config.harmony
         if params.structured is not None:
-            seq.script, seq.scripted = sim_script.json_script(params.structured.schema, seq.rng, harmony), True
+            with _schema_met("the JSON schema (response_format, or the parameters of a required tool call)"):
+                seq.script = sim_script.json_script(params.structured.schema, seq.rng, harmony)
+            seq.scripted = True
         elif params.tools is not None and not after_tool:
             by_name = {t.name: t for t in params.tools.tools}
             tool = by_name.get(params.tools.choice, params.tools.tools[0])
-            seq.script, seq.scripted = sim_script.call_script(tool, seq.rng, harmony), True
+            with _schema_met(f"the parameters of tool {tool.name!r}"):
+                seq.script = sim_script.call_script(tool, seq.rng, harmony)
+            seq.scripted = True
         elif harmony:
             seq.script = sim_script.thinking(max(2, seq.natural_len // 4)) + sim_script.final_channel()
             seq.natural_len = max(seq.natural_len, len(seq.script) + 1)  # an answer follows the thinking
@@ -275,3 +280,12 @@ class SimEngine:
 def _find_stop(text: str, stops: list[str]) -> int | None:
     hits = [text.find(s) for s in stops if s and s in text]
     return min(hits) if hits else None
+
+
+@contextlib.contextmanager
+def _schema_met(what: str) -> Iterator[None]:
+    """A schema the sampler cannot satisfy is the client's to fix, as a constrained engine's 400 is."""
+    try:
+        yield
+    except ValueError as exc:
+        raise EngineRejected(f"{what} cannot be met: {exc}") from None

@@ -3,8 +3,10 @@ engine is asked for: the calls to read and the constraint on the answer."""
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
+import threading
+from collections import OrderedDict
 from typing import Annotated, Any, Literal
 
 from jsonschema import Draft202012Validator, SchemaError
@@ -16,19 +18,34 @@ NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
 
 
 def _schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    if value is not None and (problem := _schema_problem(json.dumps(value, sort_keys=True))) is not None:
+    if value is not None and (problem := schema_problem(json.dumps(value, sort_keys=True))) is not None:
         raise ValueError(f"not a valid JSON Schema: {problem}")
     return value
 
 
-@functools.lru_cache(maxsize=1024)
-def _schema_problem(schema: str) -> str | None:
-    """Checking a schema costs most of a millisecond; an agent sends the same tools every turn."""
+_CHECKED_KEPT = 1024
+_checked: OrderedDict[bytes, str | None] = OrderedDict()  # by the schema's digest: problem, or None
+_checked_lock = threading.Lock()
+
+
+def schema_problem(schema: str) -> str | None:
+    """Checking a schema costs most of a millisecond (a large one, a tenth of a second); an agent
+    sends the same tools every turn. Thread-safe: the API checks large schemas in a thread first."""
+    digest = hashlib.sha256(schema.encode()).digest()
+    with _checked_lock:
+        if digest in _checked:
+            _checked.move_to_end(digest)
+            return _checked[digest]
     try:
         Draft202012Validator.check_schema(json.loads(schema))
+        problem = None
     except SchemaError as exc:
-        return exc.message
-    return None
+        problem = exc.message
+    with _checked_lock:
+        _checked[digest] = problem
+        while len(_checked) > _CHECKED_KEPT:
+            _checked.popitem(last=False)
+    return problem
 
 
 JsonSchema = Annotated[dict[str, Any] | None, AfterValidator(_schema)]
