@@ -331,7 +331,8 @@ def test_body_over_the_limit_is_413_with_or_without_content_length(make_server):
     assert chunked.request.headers["transfer-encoding"] == "chunked"
     assert_error(chunked, 413, param=None, code="request_too_large", names="2048 bytes")
     small = json.dumps({"model": "sim", "messages": MESSAGES, "max_tokens": 3}).encode()
-    assert httpx.post(live.url + CHAT, content=_chunks(small, 16)).status_code == 200
+    assert httpx.post(live.url + CHAT, content=_chunks(small, 16), headers={"Content-Type": "application/json"}
+                      ).status_code == 200
     assert_error(httpx.post(live.url + "/v1/nope", content=big), 413, param=None, code="request_too_large")
     assert_idle(live)
 

@@ -31,5 +31,5 @@ def test_bad_calls_get_openai_errors() -> None:
             r = httpx.post(url, json=body, headers=headers, timeout=10)
             assert r.status_code == status, body
             assert set(r.json()["error"]) == {"message", "type", "param", "code"} and r.json()["error"]["param"] == param
-        assert httpx.post(url, content=b"{", headers=auth, timeout=10).json()["error"]["code"] == "invalid_json"
+        assert httpx.post(url, content=b"{", headers={**auth, "Content-Type": "application/json"}, timeout=10).json()["error"]["code"] == "invalid_json"
         assert httpx.post(url, json={"messages": MESSAGES}, headers=auth, timeout=10).status_code == 200
