@@ -128,15 +128,15 @@ async def _bench_scheduler_async(measured: int, batch: int, max_concurrency: int
     ])
     engine = create_engine(config.engine)
     sched = Scheduler(config.scheduler, engine)
-    sched.arrivals = _NoOvertaking()
+    sched.state.arrivals = _NoOvertaking()
     await engine.start()
     await sched.start()
     res = SchedulerResult()
     ns = time.perf_counter_ns
 
-    # Dispatch is timed by wrapping the scheduler's own _dispatch (peek, admission check, pop,
+    # Dispatch is timed by wrapping the dispatcher's own dispatch (peek, admission check, pop,
     # start the engine task), only while the loop drains; submit is timed with the plain method.
-    original_dispatch = sched._dispatch
+    original_dispatch = sched.dispatcher.dispatch
 
     def timed_dispatch() -> None:
         before = len(sched.queue)
@@ -174,12 +174,12 @@ async def _bench_scheduler_async(measured: int, batch: int, max_concurrency: int
                 res.submit_ns.append(ns() - t0)
             res.queue_max = max(res.queue_max, len(sched.queue))
             # Let the engine finish running requests; each finish dispatches the next waiter.
-            sched._dispatch = timed_dispatch
+            sched.dispatcher.dispatch = timed_dispatch  # type: ignore[method-assign]
             spins = 0
             while len(sched.queue) > target and spins < 100_000:
                 await asyncio.sleep(0)
                 spins += 1
-            del sched._dispatch
+            del sched.dispatcher.dispatch
             res.queue_min = min(res.queue_min, len(sched.queue))
             res.emergency_seen = res.emergency_seen or sched.pressure.emergency
             progress.update(min(start + batch, measured), f"queued={len(sched.queue)}")
@@ -187,10 +187,10 @@ async def _bench_scheduler_async(measured: int, batch: int, max_concurrency: int
         progress.done()
         # max_tokens=1: one generated token per request that ran to the end
         res.completed = engine.stats().generated_tokens - tokens_before
-        for info in sched._finished.values():  # the scheduler keeps the last 1000
+        for info in sched.state.finished.values():  # the scheduler keeps the last 1000
             res.outcomes[info["outcome"]] = res.outcomes.get(info["outcome"], 0) + 1
     finally:
-        sched.__dict__.pop("_dispatch", None)
+        sched.dispatcher.__dict__.pop("dispatch", None)
         await sched.shutdown()
         await engine.stop()
     return res
@@ -253,7 +253,7 @@ def run_part1(args: argparse.Namespace, summary: list[list[object]]) -> None:
         ["operation", "queued", "ops", "p50 us", "mean us", "p99 us", "max us"], rows,
         [f"timer overhead per measurement ~{overhead:.0f} ns (included above); classes 20/50/30 % high/medium/low",
          f"Scheduler: {CALLERS} callers, fair share on; zero-latency SimEngine, max_concurrency=8, max_tokens=1; dispatch = the scheduler's "
-         "_dispatch (peek, admission, pop, start engine task) divided by requests it dispatched",
+         "dispatch (the policy's decision, pop, start engine task) divided by requests it dispatched",
          f"Scheduler steady phase: {s.completed:,} requests through the engine in {s.steady_s:.2f}s "
          f"({s.completed / s.steady_s if s.steady_s else 0:,.0f} req/s in process, incl. SimEngine); "
          f"last 1000 outcomes: {outcomes}; emergency mode seen: {s.emergency_seen}"],

@@ -1,10 +1,8 @@
-"""The scheduling mechanism: submit, dispatch into the engine, cancel, expire, shut down.
-
-Policy lives in the pure modules (queue order, admission, pressure, estimates); the mechanism only
-carries out their decisions on the asyncio loop and feeds each request's mailbox. `Scheduler` is
-here with its state and the door (submit, room, cancel, shut down); the rest is split by concept:
-scheduler/dispatch.py (into the engine and running there), scheduler/control.py (the timer:
-expire, pressure, limit; live limits), scheduler/bookkeeping.py (outcomes, positions, waits).
+"""The scheduler: the door (submit, room, cancel, shut down) and its public face. It holds one
+declared state (scheduler/state.py) and hands the rest on by composition: the policy says what
+starts (scheduler/policy.py), the dispatcher carries it out and runs requests in the engine
+(scheduler/dispatcher.py), the controller keeps time and the live limits (scheduler/controller.py),
+the ledger keeps outcomes and the figures read off the queue (scheduler/ledger.py).
 """
 
 from __future__ import annotations
@@ -12,76 +10,90 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict, deque
 from typing import Callable
 
 from engine.base import EngineBackend
 from scheduler.admission import AdmissionController
-from scheduler.bookkeeping import Bookkeeping
-from scheduler.control import NO_SLOT_LIMIT, Control
+from scheduler.controller import Controller
+from scheduler.dispatcher import Dispatcher
 from scheduler.door import predicted_wait_s, queue_room, wait_refusal
-from scheduler.estimate import ArrivalRates, DrainEstimator
-from scheduler.caller_share import CallerShare
-from scheduler.dispatch import Dispatch
-from scheduler.engine_ids import EngineIds
 from scheduler.events import Listener, QueueEvent
-from scheduler.fair_share import VirtualTokenCounter
-from scheduler.high_demand import HighDemand
+from scheduler.ledger import Ledger
 from scheduler.limit import ConcurrencyLimit
 from scheduler.outcome import Outcome
-from scheduler.pace import PrefillWatch, TokenPace
+from scheduler.policy import ClassPolicy, SchedulingPolicy
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request, RequestKey, SchedulerError, Ticket
+from scheduler.state import SchedulerState
 from settings.schema import SchedulerConfig
 
 log = logging.getLogger("gpt_oss_webui.queue")
 
 
-class Scheduler(Dispatch, Control, Bookkeeping):
-    def __init__(
-        self, config: SchedulerConfig, engine: EngineBackend, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.config = config
-        self.engine = engine
-        self.clock = clock
-        self.queue = PriorityQueue(config.aging_per_s)
-        self.limit = ConcurrencyLimit(config.limit, config.slo.tpot_s, config.max_concurrency or NO_SLOT_LIMIT)
-        self.admission = AdmissionController(self.limit.value, token_budget=0, high_reserve=config.limit.high_reserve,
-                                             upper=self.limit.upper)
-        self.pressure = PressureMonitor(config.pressure)
-        self.drain = DrainEstimator()
-        self.arrivals = ArrivalRates()
-        self.high_demand = HighDemand()
-        self.pace = TokenPace()
-        self.prefills = PrefillWatch()
-        fair = config.fair_share
-        self.share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
-        self.closed = False
-        self._tickets: dict[RequestKey, Ticket] = {}  # by caller and id: each caller's ids are its own
-        self._tasks: dict[RequestKey, asyncio.Task] = {}
-        self._finished: OrderedDict[RequestKey, dict] = OrderedDict()
-        self.engine_ids = EngineIds()
-        self._recent_waits: deque[tuple[float, float]] = deque(maxlen=200)
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, engine: EngineBackend, clock: Callable[[], float] = time.monotonic,
+                 policy: SchedulingPolicy | None = None) -> None:
+        self.state = SchedulerState.build(config, engine, clock)
+        self.ledger = Ledger(self.state)
+        self.dispatcher = Dispatcher(self.state, policy or ClassPolicy(), self.ledger)
+        self.controller = Controller(self.state, self.dispatcher, self.ledger)
         self._timer: asyncio.Task | None = None
-        self.listeners: list[Listener] = []
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return self.state.config
+
+    @property
+    def engine(self) -> EngineBackend:
+        return self.state.engine
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.state.clock
+
+    @property
+    def queue(self) -> PriorityQueue:
+        return self.state.queue
+
+    @property
+    def admission(self) -> AdmissionController:
+        return self.state.admission
+
+    @property
+    def limit(self) -> ConcurrencyLimit:
+        return self.state.limit
+
+    @property
+    def pressure(self) -> PressureMonitor:
+        return self.state.pressure
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return self.state.listeners
+
+    @property
+    def closed(self) -> bool:
+        return self.state.closed
 
     async def start(self) -> None:
-        caps = self.engine.capabilities
-        self.admission.token_budget, self.admission.block_size = caps.token_budget, caps.block_size
-        self.admission.lower_prefills = self.config.lower_prefills or (1 if caps.serial_prefill else None)
-        self._set_upper()
-        self._timer = asyncio.create_task(self._tick_forever(), name="scheduler-timer")
+        s = self.state
+        caps = s.engine.capabilities
+        s.admission.token_budget, s.admission.block_size = caps.token_budget, caps.block_size
+        s.admission.lower_prefills = s.config.lower_prefills or (1 if caps.serial_prefill else None)
+        self.controller.set_upper()
+        self._timer = asyncio.create_task(self.controller.tick_forever(), name="scheduler-timer")
 
     async def shutdown(self) -> None:
         """Refuse new work, fail every waiter with 503 and abort what runs in the engine."""
-        if self.closed:
+        s = self.state
+        if s.closed:
             return
-        self.closed = True
-        for request in self.queue.ranked():
-            self.queue.remove(request.key)
-            self._fail(request, SchedulerError(Outcome.SHUTDOWN, "the server is shutting down"))
-        tasks = list(self._tasks.values())
+        s.closed = True
+        for request in s.queue.ranked():
+            s.queue.remove(request.key)
+            self.ledger.fail(request, SchedulerError(Outcome.SHUTDOWN, "the server is shutting down"))
+        tasks = list(s.tasks.values())
         for task in tasks:
             task.cancel()
         if self._timer:
@@ -92,7 +104,7 @@ class Scheduler(Dispatch, Control, Bookkeeping):
     def submit(self, request: Request) -> Ticket:
         try:
             self._check_submittable(request)
-            request.score = self.pressure.weight(request.priority, request.score)
+            request.score = self.state.pressure.weight(request.priority, request.score)
             request.arrival = self.clock()
             self._check_door(request)
             if len(self.queue) >= queue_room(self.config.max_queue_size, request.priority,
@@ -100,20 +112,20 @@ class Scheduler(Dispatch, Control, Bookkeeping):
                 self._make_room(request)
         except SchedulerError as exc:
             if exc.kind is not Outcome.DUPLICATE_ID:
-                self._emit(QueueEvent("rejected", request.priority, exc.kind, caller=request.caller))
+                self.ledger.emit(QueueEvent("rejected", request.priority, exc.kind, caller=request.caller))
             raise
         ticket = Ticket(request)
-        request.engine_id = self.engine_ids.take(request.request_id)
-        self._tickets[request.key] = ticket
-        self.share.joining(request, self.queue)
+        request.engine_id = self.state.engine_ids.take(request.request_id)
+        self.state.tickets[request.key] = ticket
+        self.state.share.joining(request, self.queue)
         self.queue.push(request)
-        self.share.joined(request, self.queue)
-        self.arrivals.record(request.priority, request.arrival)
+        self.state.share.joined(request, self.queue)
+        self.state.arrivals.record(request.priority, request.arrival)
         if request.priority is PriorityClass.HIGH:
             self.admission.high_traffic = True
         log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
                   request.priority.value, request.score, len(self.queue))
-        self._dispatch()
+        self.dispatcher.dispatch()
         self._check_queued_limit(request)
         return ticket
 
@@ -123,30 +135,30 @@ class Scheduler(Dispatch, Control, Bookkeeping):
         if request.max_queued is None or request.key not in self.queue or waiting <= request.max_queued:
             return
         self.queue.remove(request.key)
-        self._tickets.pop(request.key)
-        self.engine_ids.drop(request.engine_id)
-        self._emit(QueueEvent("rejected", request.priority, Outcome.RATE_LIMITED, caller=request.caller))
+        self.state.tickets.pop(request.key)
+        self.state.engine_ids.drop(request.engine_id)
+        self.ledger.emit(QueueEvent("rejected", request.priority, Outcome.RATE_LIMITED, caller=request.caller))
         log.info("reject id=%s caller=%s class=%s reason=max_queued", request.request_id, request.caller,
                  request.priority.value)
         raise SchedulerError(Outcome.RATE_LIMITED, f"rate limit reached for {request.caller}: at most "
-                             f"{request.max_queued} requests waiting at once", self.retry_after_s(request.priority))
+                             f"{request.max_queued} requests waiting at once", self.ledger.retry_after_s(request.priority))
 
     def cancel(self, ticket: Ticket) -> None:
         """The client left: drop its request from the queue, or abort it in the engine. Only this
         ticket: once it has ended, its caller may have sent the same id again."""
         key = ticket.key
-        if self._tickets.get(key) is not ticket:
+        if self.state.tickets.get(key) is not ticket:
             return
         if self.queue.remove(key) is not None:
-            self._fail(ticket.request, SchedulerError(Outcome.DISCONNECT, "the client disconnected"))
-            self._dispatch()  # the head may have been what blocked smaller requests
-        elif (task := self._tasks.get(key)) is not None:
+            self.ledger.fail(ticket.request, SchedulerError(Outcome.DISCONNECT, "the client disconnected"))
+            self.dispatcher.dispatch()  # the head may have been what blocked smaller requests
+        elif (task := self.state.tasks.get(key)) is not None:
             task.cancel()
 
     def _check_submittable(self, request: Request) -> None:
         if self.closed:
             raise SchedulerError(Outcome.SHUTDOWN, "the server is shutting down")
-        if request.key in self._tickets:  # another caller's live request may have the same id
+        if request.key in self.state.tickets:  # another caller's live request may have the same id
             raise SchedulerError(Outcome.DUPLICATE_ID, f"request_id {request.request_id!r} is already in progress")
         if not self.admission.can_ever_fit(request):
             raise SchedulerError(
@@ -156,9 +168,9 @@ class Scheduler(Dispatch, Control, Bookkeeping):
             )
 
     def _check_door(self, request: Request) -> None:
-        limit = self.max_wait_s(request.priority)
-        wait = predicted_wait_s(request, self.queue, self.admission, self.drain, self.arrivals, limit,
-                                lambda: self.share.ahead_of_new(request, self.queue))
+        limit = self.ledger.max_wait_s(request.priority)
+        wait = predicted_wait_s(request, self.queue, self.admission, self.state.drain, self.state.arrivals, limit,
+                                lambda: self.state.share.ahead_of_new(request, self.queue))
         refusal = wait_refusal(request, wait, limit)
         if refusal is not None:
             log.info("reject id=%s caller=%s class=%s reason=wait_limit predicted_wait=%.1fs", request.request_id,
@@ -171,21 +183,57 @@ class Scheduler(Dispatch, Control, Bookkeeping):
         waiter whose stream has opened."""
         high = newcomer.priority is PriorityClass.HIGH
         victim = self.queue.newest_below(newcomer.priority, self._before_response) if high else None
-        victim = victim or self.share.displaced_by(newcomer, self.queue, self._before_response)
+        victim = victim or self.state.share.displaced_by(newcomer, self.queue, self._before_response)
         if victim is None:
-            retry = self.retry_after_s(newcomer.priority)
+            retry = self.ledger.retry_after_s(newcomer.priority)
             log.info("reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
                      newcomer.caller, newcomer.priority.value, retry)
             raise SchedulerError(Outcome.QUEUE_FULL, f"the queue is full ({len(self.queue)} waiting); retry later",
                                  retry)
         self.queue.remove(victim.key)
-        retry = self.retry_after_s(victim.priority)
+        retry = self.ledger.retry_after_s(victim.priority)
         why = "a high-priority request" if victim.priority is not newcomer.priority else "another caller's request"
-        self._fail(victim, SchedulerError(Outcome.DISPLACED, f"the queue is full and {why} took this request's "
+        self.ledger.fail(victim, SchedulerError(Outcome.DISPLACED, f"the queue is full and {why} took this request's "
                                           "place; retry later", retry))
 
     def _before_response(self, request: Request) -> bool:
-        """Whether the client still has no 200: a waiter whose stream opened could not retry a
-        429, so it is neither displaced nor timed out; it waits its turn, which aging brings."""
-        ticket = self._tickets.get(request.key)
-        return ticket is None or not ticket.stream_open
+        return self.state.before_response(request.key)
+
+    # What the rest of the product reads or calls: the ledger's figures and the controller's limits.
+
+    def position(self, key: RequestKey) -> int | None:
+        return self.ledger.position(key)
+
+    def ticket(self, key: RequestKey) -> Ticket | None:
+        return self.ledger.ticket(key)
+
+    def finished_info(self, key: RequestKey) -> dict | None:
+        return self.ledger.finished_info(key)
+
+    def recent_wait_s(self) -> float:
+        return self.ledger.recent_wait_s()
+
+    def estimated_wait_s(self, position: int) -> float | None:
+        return self.ledger.estimated_wait_s(position)
+
+    def retry_after_s(self, priority: PriorityClass) -> int:
+        return self.ledger.retry_after_s(priority)
+
+    def max_wait_s(self, priority: PriorityClass) -> float:
+        return self.ledger.max_wait_s(priority)
+
+    def expire_waiters(self) -> None:
+        self.controller.expire_waiters()
+
+    def sample_pressure(self) -> None:
+        self.controller.sample_pressure()
+
+    def adjust_limit(self) -> None:
+        self.controller.adjust_limit()
+
+    def set_admission_paused(self, paused: bool) -> None:
+        self.controller.set_admission_paused(paused)
+
+    def update_limits(self, max_concurrency: int | None = None, max_queue_size: int | None = None,
+                      low_max_wait_s: float | None = None) -> None:
+        self.controller.update_limits(max_concurrency, max_queue_size, low_max_wait_s)

@@ -214,7 +214,7 @@ async def test_highs_start_past_a_fallen_limit_while_their_own_traffic_needs_the
     for ticket in [sched.submit(make_request(P.HIGH, max_tokens=9)) for _ in range(2)]:
         await events_until_done(ticket)
     for _ in range(10):
-        sched.arrivals.record(P.HIGH, clock())  # 2 a second, in the engine 0.72 s each at the objective
+        sched.state.arrivals.record(P.HIGH, clock())  # 2 a second, in the engine 0.72 s each at the objective
     sched.adjust_limit()
     sched.admission.max_concurrency = 2  # the running limit fell (prefill stalls read as slow decoding)
     assert sched.admission.high_slots == 5
@@ -264,7 +264,7 @@ async def test_a_high_behind_an_aged_low_head_still_takes_its_slot():
 async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_door():
     sched = await started(slots=1, latency_ms=50, max_wait_s=PerClass(high=300, medium=120, low=60))
     sched.submit(make_request(P.LOW, max_tokens=500))
-    sched.drain.record(10.0)  # one request every 10 s
+    sched.state.drain.record(10.0)  # one request every 10 s
     accepted = [sched.submit(make_request(P.LOW)) for _ in range(6)]  # the 6th starts after ~60 s
     with pytest.raises(SchedulerError) as err:
         sched.submit(make_request(P.LOW))
@@ -277,9 +277,9 @@ async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_do
 async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
     clock = FakeClock()
     sched = await started(slots=1, latency_ms=50, clock=clock)
-    sched.arrivals.record(P.LOW, clock() - 30)  # up for half a minute: the highs' 3 are 3 in 30 s
+    sched.state.arrivals.record(P.LOW, clock() - 30)  # up for half a minute: the highs' 3 are 3 in 30 s
     sched.submit(make_request(P.LOW, max_tokens=500))
-    sched.drain.record(5.0)  # 0.2 a second, half of it taken by the highs
+    sched.state.drain.record(5.0)  # 0.2 a second, half of it taken by the highs
     accepted = sched.submit(make_request(P.LOW))
     for _ in range(3):
         sched.submit(make_request(P.HIGH))

@@ -55,7 +55,7 @@ async def test_answer_streams_text_then_done():
     deltas = [e.text for e in out if isinstance(e, TextDelta)]
     assert len(deltas) == 6 and "".join(deltas) == out[-1].text and len(out[-1].text.split()) == 6
     assert out[-1].usage.completion_tokens == 6 and not out[-1].cached
-    request_id = next(iter(services.scheduler._finished))
+    request_id = next(iter(services.scheduler.state.finished))
     assert services.scheduler.finished_info(request_id)["caller"] == "key-1234"  # who asked, for the status
     await close(services)
 

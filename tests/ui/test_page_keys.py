@@ -101,7 +101,7 @@ def test_a_signed_in_page_runs_as_its_caller(keyed: LiveServer) -> None:
     assert finished[0] == (key_name("k1secret"), "medium")
     assert (key_name("prisecret"), "high") in finished  # a priority key's page runs as high
     assert finished.count((key_name("prisecret"), "high")) == 3  # its batch too: the key outranks the body
-    finished_ids = keyed.services.scheduler._finished.items()
+    finished_ids = keyed.services.scheduler.state.finished.items()
     log_ids = [rid for rid, info in finished_ids if info["caller"] == key_name("k1secret")]
     status = httpx.get(keyed.url + "/v1/queue/status", params={"request_id": log_ids[0]},
                        headers={"Authorization": "Bearer k1secret"}, timeout=10).json()

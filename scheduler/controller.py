@@ -1,0 +1,104 @@
+"""The controller: a timer that expires waiters past their class's limit, samples queue pressure
+(emergency mode) and steps the adaptive running limit; and the live limits (operators, the memory
+guard, the engine's slots)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from scheduler.dispatcher import Dispatcher
+from scheduler.ledger import Ledger
+from scheduler.outcome import Outcome
+from scheduler.request import PriorityClass, SchedulerError
+from scheduler.state import NO_SLOT_LIMIT, SchedulerState
+
+log = logging.getLogger("gpt_oss_webui.queue")
+
+_TICK_S = 0.1
+
+
+class Controller:
+    def __init__(self, state: SchedulerState, dispatcher: Dispatcher, ledger: Ledger) -> None:
+        self.state = state
+        self.dispatcher = dispatcher
+        self.ledger = ledger
+
+    async def tick_forever(self) -> None:
+        s = self.state
+        next_sample = s.clock() + s.config.pressure.interval_s
+        next_limit = s.clock() + s.config.limit.interval_s
+        while True:
+            await asyncio.sleep(_TICK_S)
+            self.expire_waiters()
+            if s.clock() >= next_sample:
+                next_sample = s.clock() + s.config.pressure.interval_s
+                self.sample_pressure()
+            if s.clock() >= next_limit:
+                next_limit = s.clock() + s.config.limit.interval_s
+                self.adjust_limit()
+
+    def expire_waiters(self) -> None:
+        """Accepted requests keep the limit of their class as configured: emergency mode tightens
+        the door for newcomers and drops nothing already waiting. A stream that opened is never
+        dropped: accepted means served."""
+        s = self.state
+        for request in s.queue.expired(s.clock(), self.ledger.accepted_wait_s):
+            if not s.before_response(request.key):
+                continue
+            s.queue.remove(request.key)
+            limit = self.ledger.accepted_wait_s(request.priority)
+            retry = self.ledger.retry_after_s(request.priority)
+            error = SchedulerError(Outcome.TIMEOUT, f"waited longer than the {request.priority.value}-priority "
+                                   f"limit of {limit:g} s in the queue; retry later", retry)
+            self.ledger.fail(request, error)
+        self.dispatcher.dispatch()
+
+    def sample_pressure(self) -> None:
+        s = self.state
+        high = s.queue.count(PriorityClass.HIGH)
+        wait = self.ledger.recent_wait_s()
+        if s.pressure.sample(wait, high):
+            state = "enter" if s.pressure.emergency else "leave"
+            log.warning("emergency mode %s: avg_wait=%.2fs high_waiting=%d", state, wait, high)
+
+    def adjust_limit(self) -> None:
+        """One step of the adaptive running limit, from the TPOT measured since the last step."""
+        s = self.state
+        tpot, running = s.pace.take()
+        before = s.admission.max_concurrency, s.admission.high_slots
+        s.admission.max_concurrency = s.limit.update(tpot, running)
+        high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
+        s.admission.high_slots = s.high_demand.slots(high_rate)
+        s.admission.high_traffic = high_rate > 0
+        if (s.admission.max_concurrency, s.admission.high_slots) != before:
+            log.debug("running limit %d -> %d, high slots %d (tpot=%.3fs over %.1f running)", before[0],
+                      s.admission.max_concurrency, s.admission.high_slots, tpot or 0.0, running)
+            self.dispatcher.dispatch()
+
+    def set_upper(self) -> None:
+        """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""
+        s = self.state
+        slots = s.engine.capabilities.max_num_seqs if s.engine.ready else 0
+        s.limit.set_upper(s.config.max_concurrency or slots or NO_SLOT_LIMIT)
+        s.admission.max_concurrency, s.admission.upper = s.limit.value, s.limit.upper
+
+    def set_admission_paused(self, paused: bool) -> None:
+        """Stop or resume admissions (the memory guard); the queue keeps filling, nothing is dropped."""
+        self.state.admission.paused = paused
+        self.dispatcher.dispatch()
+
+    def update_limits(self, max_concurrency: int | None = None, max_queue_size: int | None = None,
+                      low_max_wait_s: float | None = None) -> None:
+        """Live changes from operators; nothing queued is dropped when a limit shrinks."""
+        config = self.state.config
+        if max_concurrency is not None:
+            config.max_concurrency = max_concurrency
+            self.set_upper()
+        if max_queue_size is not None:
+            config.max_queue_size = max_queue_size
+        if low_max_wait_s is not None:
+            config.max_wait_s.low = low_max_wait_s
+        log.warning("limits changed: max_concurrency=%d max_queue_size=%d low_max_wait_s=%g",
+                    config.max_concurrency, config.max_queue_size, config.max_wait_s.low)
+        self.dispatcher.dispatch()

@@ -1,0 +1,125 @@
+"""The dispatcher: carries out the policy's decisions, taking requests from the queue into the
+engine while it says so, and runs each one there (its deltas into its mailbox, its pace into the
+measurements, its slot back when it ends)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from engine.base import EngineError, EngineRejected
+from scheduler.events import QueueEvent
+from scheduler.ledger import Ledger
+from scheduler.outcome import Outcome
+from scheduler.policy import SchedulingPolicy
+from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
+from scheduler.state import SchedulerState
+
+log = logging.getLogger("gpt_oss_webui.queue")
+
+_MIN_DECODED = 8  # a request's own TPOT says little over fewer tokens
+
+
+class Dispatcher:
+    def __init__(self, state: SchedulerState, policy: SchedulingPolicy, ledger: Ledger) -> None:
+        self.state = state
+        self.policy = policy
+        self.ledger = ledger
+
+    def dispatch(self) -> None:
+        while (request := self.policy.next_start(self.state).start) is not None:
+            self.state.queue.remove(request.key)
+            self._start(request)
+
+    def _start(self, request: Request) -> None:
+        s = self.state
+        now = s.clock()
+        wait = now - request.arrival
+        request.state, request.dispatched_at = RequestState.RUNNING, now
+        request.params.priority = request.priority.rank
+        s.admission.admit(request)
+        s.share.started(request)
+        s.recent_waits.append((now, wait))
+        ticket = s.tickets[request.key]
+        ticket.events.put_nowait(Dispatched(wait))
+        self.ledger.emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("dispatch id=%s caller=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
+                      request.caller, request.priority.value, s.queue.effective_score(request, now), wait,
+                      s.admission.running)
+        task = asyncio.create_task(self._run(ticket), name=f"run-{request.engine_id}")
+        s.tasks[request.key] = task
+        task.add_done_callback(lambda _: self._never_ran(ticket, task))
+
+    async def _run(self, ticket: Ticket) -> None:
+        request = ticket.request
+        outcome = Outcome.FINISH
+        try:
+            await self._generate(ticket)
+        except asyncio.CancelledError:
+            outcome = Outcome.SHUTDOWN if self.state.closed else Outcome.DISCONNECT
+            await self.state.engine.abort(request.engine_id)
+            message = "the server is shutting down" if self.state.closed else "the request was cancelled"
+            ticket.events.put_nowait(SchedulerError(outcome, message))
+        except EngineRejected as exc:
+            outcome = Outcome.ENGINE_REJECTED
+            ticket.events.put_nowait(SchedulerError(outcome, str(exc)))
+        except EngineError as exc:
+            outcome = Outcome.ENGINE_ERROR
+            ticket.events.put_nowait(SchedulerError(outcome, f"the engine failed this request: {exc}"))
+        except Exception:
+            outcome = Outcome.ENGINE_ERROR
+            log.exception("engine failure id=%s caller=%s", request.request_id, request.caller)
+            ticket.events.put_nowait(SchedulerError(outcome, "the engine failed this request"))
+        finally:
+            self.state.tasks.pop(request.key, None)
+            self._release(request)
+            self.state.drain.record(self.state.clock() - (request.dispatched_at or request.arrival))
+            self.ledger.finish(request, outcome)
+            self.dispatch()
+
+    async def _generate(self, ticket: Ticket) -> None:
+        """The engine's deltas into the mailbox; the pace and each class's demand from their times."""
+        s, request = self.state, ticket.request
+        first: float | None = None
+        last: float | None = None
+        decoded = 0
+        batch_mark = s.pace.mark()
+        async for delta in s.engine.generate(request.engine_id, request.prompt, request.params):
+            ticket.events.put_nowait(delta)
+            now = s.clock()
+            if first is None:
+                s.prefills.ended(now)
+                first, batch_mark = now, s.pace.mark()
+                self.ledger.emit(QueueEvent("first_token", request.priority, caller=request.caller,
+                                            elapsed_s=now - request.arrival))
+                if s.admission.first_token(request.key):
+                    self.dispatch()
+            else:
+                stalled = s.prefills.overlaps(last)
+                s.pace.record(now - last if last is not None else 0.0, delta.num_tokens, s.admission.running,
+                              stalled)
+                decoded += delta.num_tokens
+            s.share.served(request.caller, output_tokens=delta.num_tokens)
+            last = now
+        batch_tpot = s.pace.since(batch_mark)
+        if decoded >= _MIN_DECODED and first is not None and last is not None and batch_tpot:
+            s.limit.finished((last - first) / decoded, batch_tpot)
+        if request.priority is PriorityClass.HIGH and first is not None:
+            s.high_demand.finished(first - (request.dispatched_at or first), decoded, s.limit.target_s)
+
+    def _never_ran(self, ticket: Ticket, task: asyncio.Task) -> None:
+        """A task cancelled before its first step never enters `_run`, so its cleanup is here."""
+        s, request = self.state, ticket.request
+        if s.tasks.get(request.key) is not task:
+            return  # `_run` ran and cleaned up
+        s.tasks.pop(request.key)
+        self._release(request)
+        outcome = Outcome.SHUTDOWN if s.closed else Outcome.DISCONNECT
+        ticket.events.put_nowait(SchedulerError(outcome, "the request was cancelled"))
+        self.ledger.finish(request, outcome)
+        self.dispatch()
+
+    def _release(self, request: Request) -> None:
+        self.state.admission.release(request.key)
+        self.state.share.ended(request)

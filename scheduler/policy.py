@@ -1,0 +1,59 @@
+"""Which waiting request starts next, and whether it may start now: a decision as data, with its
+reason, from the scheduler's state. Pure and synchronous: the dispatcher carries it out. The
+mechanism (scheduler/dispatcher.py) knows no order; a policy knows no asyncio."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from scheduler.request import PriorityClass, Request
+from scheduler.state import SchedulerState
+
+
+class Reason(str, Enum):
+    HEAD = "head"  # the next request in order fits: it starts
+    HIGH_BEHIND = "high_behind"  # the head does not fit, a high request behind it does (slots kept for high)
+    CLOSED = "closed"  # shutting down: nothing starts
+    NO_SLOT = "no_slot"  # every slot is taken, or admission is paused
+    EMPTY = "empty"  # nothing waits (or every waiter's caller is at its running limit)
+    HEAD_WAITS = "head_waits"  # the head does not fit yet (tokens, prefills, the slots kept for high)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    start: Request | None
+    reason: Reason
+
+
+class SchedulingPolicy(Protocol):
+    def next_start(self, state: SchedulerState) -> Decision: ...
+
+
+class ClassPolicy:
+    """Priority classes in order, each request's score rising with its wait (aging); within a class
+    the least-served caller first (fair share, when on); a caller at its `max_parallel` waits; slots
+    kept for high let a high request start past a lower head that does not fit. Which parts apply
+    follows the configuration: `fair_share.enabled`, `aging_per_s`, `limit.high_reserve`."""
+
+    def next_start(self, state: SchedulerState) -> Decision:
+        if state.closed:
+            return Decision(None, Reason.CLOSED)
+        if not state.admission.has_any_slot():
+            return Decision(None, Reason.NO_SLOT)
+        head = state.share.next_up(state.queue)
+        if head is None:
+            return Decision(None, Reason.EMPTY)
+        if state.admission.fits(head):
+            return Decision(head, Reason.HEAD)
+        high = _high_behind(state, head)
+        return Decision(high, Reason.HIGH_BEHIND) if high is not None else Decision(None, Reason.HEAD_WAITS)
+
+
+def _high_behind(state: SchedulerState, head: Request) -> Request | None:
+    """When the head must wait, the oldest high request, if the slots kept for high let it run."""
+    high = state.queue.oldest(PriorityClass.HIGH)
+    if high is None or high is head or not state.share.may_run(high):
+        return None
+    return high if state.admission.fits(high) else None

@@ -1,0 +1,68 @@
+"""Everything the scheduler knows, declared in one place: the pure policy parts (queue order,
+admission, pressure, estimates, each caller's share) and the mechanism's books (tickets, engine
+tasks, finished outcomes). The door, the dispatcher, the controller and the ledger all read and
+change this one state; none keeps any of its own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from engine.base import EngineBackend
+from scheduler.admission import AdmissionController
+from scheduler.caller_share import CallerShare
+from scheduler.engine_ids import EngineIds
+from scheduler.estimate import ArrivalRates, DrainEstimator
+from scheduler.events import Listener
+from scheduler.fair_share import VirtualTokenCounter
+from scheduler.high_demand import HighDemand
+from scheduler.limit import ConcurrencyLimit
+from scheduler.pace import PrefillWatch, TokenPace
+from scheduler.pressure import PressureMonitor
+from scheduler.queue import PriorityQueue
+from scheduler.request import RequestKey, Ticket
+from settings.schema import SchedulerConfig
+
+NO_SLOT_LIMIT = 4096  # the running limit's ceiling when neither the config nor the engine sets one
+
+
+@dataclass(eq=False)
+class SchedulerState:
+    config: SchedulerConfig
+    engine: EngineBackend
+    clock: Callable[[], float]
+    queue: PriorityQueue
+    limit: ConcurrencyLimit
+    admission: AdmissionController
+    pressure: PressureMonitor
+    share: CallerShare
+    drain: DrainEstimator = field(default_factory=DrainEstimator)
+    arrivals: ArrivalRates = field(default_factory=ArrivalRates)
+    high_demand: HighDemand = field(default_factory=HighDemand)
+    pace: TokenPace = field(default_factory=TokenPace)
+    prefills: PrefillWatch = field(default_factory=PrefillWatch)
+    engine_ids: EngineIds = field(default_factory=EngineIds)
+    closed: bool = False
+    tickets: dict[RequestKey, Ticket] = field(default_factory=dict)  # by caller and id: each caller's ids are its own
+    tasks: dict[RequestKey, asyncio.Task] = field(default_factory=dict)
+    finished: OrderedDict[RequestKey, dict] = field(default_factory=OrderedDict)
+    recent_waits: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=200))
+    listeners: list[Listener] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, config: SchedulerConfig, engine: EngineBackend, clock: Callable[[], float]) -> SchedulerState:
+        limit = ConcurrencyLimit(config.limit, config.slo.tpot_s, config.max_concurrency or NO_SLOT_LIMIT)
+        admission = AdmissionController(limit.value, token_budget=0, high_reserve=config.limit.high_reserve,
+                                        upper=limit.upper)
+        fair = config.fair_share
+        share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
+        return cls(config, engine, clock, PriorityQueue(config.aging_per_s), limit, admission,
+                   PressureMonitor(config.pressure), share)
+
+    def before_response(self, request_key: RequestKey) -> bool:
+        """Whether the client still has no 200: a waiter whose stream opened could not retry a
+        429, so it is neither displaced nor timed out; it waits its turn, which aging brings."""
+        ticket = self.tickets.get(request_key)
+        return ticket is None or not ticket.stream_open

@@ -1,0 +1,78 @@
+"""The scheduling policy alone: from a state built by hand, which request starts next and why,
+as data; nothing runs. The dispatcher takes any policy, so another order needs no mechanism."""
+
+from __future__ import annotations
+
+from engine.sim import SimEngine
+from scheduler.policy import ClassPolicy, Decision, Reason
+from scheduler.request import PriorityClass as P, Request
+from scheduler.state import SchedulerState
+from settings.schema import LimitConfig, SchedulerConfig, SimConfig
+from tests.scheduler.factory import FakeClock, make_request
+from tests.scheduler.test_loop import events_until_done, started, stop
+
+
+def state(slots: int = 2, token_budget: int | None = None, high_reserve: int = 0, fair: bool = True) -> SchedulerState:
+    config = SchedulerConfig(max_concurrency=slots, limit=LimitConfig(adaptive=False, high_reserve=high_reserve))
+    config.fair_share.enabled = fair
+    built = SchedulerState.build(config, SimEngine(SimConfig()), FakeClock())
+    built.admission.max_concurrency, built.admission.token_budget = slots, token_budget
+    return built
+
+
+def queued(s: SchedulerState, *requests: Request) -> None:
+    for request in requests:
+        s.share.joining(request, s.queue)
+        s.queue.push(request)
+        s.share.joined(request, s.queue)
+
+
+def test_each_reason_is_told() -> None:
+    s = state()
+    assert ClassPolicy().next_start(s) == Decision(None, Reason.EMPTY)
+    low, high = make_request(P.LOW, arrival=0), make_request(P.HIGH, arrival=5)
+    queued(s, low, high)
+    assert ClassPolicy().next_start(s) == Decision(high, Reason.HEAD)
+    s.admission.paused = True
+    assert ClassPolicy().next_start(s) == Decision(None, Reason.NO_SLOT)
+    s.admission.paused, s.closed = False, True
+    assert ClassPolicy().next_start(s) == Decision(None, Reason.CLOSED)
+
+
+def test_a_high_request_starts_past_a_head_that_does_not_fit() -> None:
+    s = state(token_budget=100)
+    big = make_request(P.MEDIUM, arrival=0, score=1000, prompt_tokens=60, max_tokens=60)
+    high = make_request(P.HIGH, arrival=1, prompt_tokens=10, max_tokens=10)
+    queued(s, big, high)
+    assert ClassPolicy().next_start(s) == Decision(high, Reason.HIGH_BEHIND)
+    s.queue.remove(high.key)
+    assert ClassPolicy().next_start(s) == Decision(None, Reason.HEAD_WAITS)
+
+
+def test_a_caller_at_its_running_limit_is_passed_over() -> None:
+    s = state()
+    busy = make_request(P.MEDIUM, arrival=0, caller="busy", max_parallel=1)
+    s.share.started(make_request(P.MEDIUM, caller="busy", max_parallel=1))
+    other = make_request(P.LOW, arrival=5, caller="other")
+    queued(s, busy, other)
+    assert ClassPolicy().next_start(s) == Decision(other, Reason.HEAD)
+
+
+class LowestFirst:
+    """Another order entirely, for the test: the lowest class first."""
+
+    def next_start(self, s: SchedulerState) -> Decision:
+        ranked = sorted(s.queue, key=lambda r: -r.priority.rank)
+        fits = [r for r in ranked if s.admission.fits(r)] if s.admission.has_any_slot() else []
+        return Decision(fits[0], Reason.HEAD) if fits else Decision(None, Reason.EMPTY)
+
+
+async def test_the_scheduler_carries_out_any_policy() -> None:
+    sched = await started(slots=1, latency_ms=5)
+    sched.dispatcher.policy = LowestFirst()
+    blocker = sched.submit(make_request(P.HIGH, max_tokens=5))
+    high, low = sched.submit(make_request(P.HIGH)), sched.submit(make_request(P.LOW))
+    for ticket in (blocker, high, low):
+        await events_until_done(ticket)
+    assert blocker.request.dispatched_at < low.request.dispatched_at < high.request.dispatched_at
+    await stop(sched)
