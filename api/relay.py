@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from typing import AsyncIterator, Awaitable, Callable, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -22,8 +22,16 @@ from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Te
 from pipeline.params import describe
 from pipeline.responses_chat import chat_request
 from pipeline.responses_request import (
-    Item, ReasoningItem, ResponsesInputError, ResponsesRequest, TextContent, check_include, input_items, parse_item,
-    split_tools, unknown_field,
+    Item,
+    ReasoningItem,
+    ResponsesInputError,
+    ResponsesRequest,
+    TextContent,
+    check_include,
+    input_items,
+    parse_item,
+    split_tools,
+    unknown_field,
 )
 from pipeline.tool_params import ToolParamError, check_tools
 from responses.sealed import ReasoningSeal, SealError

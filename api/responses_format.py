@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pipeline.events import Finished, ReasoningDelta, TextDelta, ToolCallPiece, Usage
 from pipeline.refusal import Refusal
 from pipeline.responses_request import CustomTool, FunctionTool, NamedFunction, ResponsesRequest
-
 
 _NULLABLE = {"error", "incomplete_details", "instructions"}  # OpenAI's schema wants these present, null or not
 

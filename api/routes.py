@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.routing import Match
-from fastapi.responses import JSONResponse, Response
 
 from api.access import metrics_response
 from api.auth import identify

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.utils import get_openapi
 
 from api.access import router as access_router
 from api.errors import install_error_handlers
@@ -17,9 +17,9 @@ from api.middleware import BodyLimitAndRequestId
 from api.responses import router as responses_router
 from api.routes import router, unrouted
 from cache.redis_store import CacheUnavailable
-from responses.redis_store import StoreUnavailable
 from monitor.metrics import Metrics
 from pipeline.params import ChatCompletionRequest
+from responses.redis_store import StoreUnavailable
 from wiring import Services
 
 log = logging.getLogger("gpt_oss_webui")

@@ -44,11 +44,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import NO_STORE, SIM_SERVER_SETTINGS, Progress, Stats, note, table  # noqa: E402
-from bench.clients import LoadResult, load_row, one_connection_client, repeat_load  # noqa: E402
-from bench.machine import process_cpu_s  # noqa: E402
 from bench.cache_requests import MAX_TOKENS, api_json, ms, payload, prompt_text  # noqa: E402
 from bench.cache_zipf import run_part3  # noqa: E402
+from bench.clients import LoadResult, load_row, one_connection_client, repeat_load  # noqa: E402
+from bench.common import NO_STORE, SIM_SERVER_SETTINGS, Progress, Stats, note, table  # noqa: E402
+from bench.machine import process_cpu_s  # noqa: E402
 from bench.servers import app_argv, free_port, running_server  # noqa: E402
 
 HIT_P50_TARGET_MS = 3.0

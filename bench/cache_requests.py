@@ -3,7 +3,7 @@ and the cache's own endpoints."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from bench.clients import one_connection_client
 

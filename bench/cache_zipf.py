@@ -35,7 +35,7 @@ def make_stream(n: int, repeat_fraction: float, rng: random.Random, cum: list[fl
     prompt from the catalogue. The first request is always fresh."""
     seen: list[int] = []
     prompts = []
-    for i in range(n):
+    for _ in range(n):
         if seen and rng.random() < repeat_fraction:
             k = bisect.bisect_left(cum, rng.random() * cum[len(seen) - 1], 0, len(seen))
             prompts.append(seen[min(k, len(seen) - 1)])

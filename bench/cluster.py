@@ -49,15 +49,27 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import PROMPTS, Stats, git_head, note, stop_on_sigterm  # noqa: E402
 from bench.cluster_rig import (  # noqa: E402
-    LIMIT, MAX_TOKENS, TOKEN_MS, Record, admitted, affinity_messages, closed_loop, gateway, one_round, open_loop,
-    redis_server, request, shares, upstream_process,
+    LIMIT,
+    MAX_TOKENS,
+    TOKEN_MS,
+    Record,
+    admitted,
+    affinity_messages,
+    closed_loop,
+    gateway,
+    one_round,
+    open_loop,
+    redis_server,
+    request,
+    shares,
+    upstream_process,
 )
-from bench.machine import system_busy_s  # noqa: E402
-from bench.servers import ServerProcess  # noqa: E402
+from bench.common import PROMPTS, Stats, git_head, note, stop_on_sigterm  # noqa: E402
 from bench.load_requests import make_plan, prompt_for  # noqa: E402
+from bench.machine import system_busy_s  # noqa: E402
 from bench.report import Table, check_row, ms, num, write_json, write_section  # noqa: E402
+from bench.servers import ServerProcess  # noqa: E402
 
 LOAD, AFFINITY_LOAD, FAILOVER_LOAD = 1.5, 0.6, 0.6  # x the capacity of the upstreams in use
 HEALTH_S = 0.5  # the gateway's health and metrics interval in the failover run

@@ -27,14 +27,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import MODEL_NAME, git_head, note, stop_on_sigterm, timed_sleep  # noqa: E402
-from bench.clients import StreamResult, stream_chat  # noqa: E402
-from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 from bench.calibration import Level, level_of  # noqa: E402
+from bench.clients import StreamResult, stream_chat  # noqa: E402
+from bench.common import MODEL_NAME, git_head, note, stop_on_sigterm, timed_sleep  # noqa: E402
 from bench.load import ensure_model, start  # noqa: E402
-from bench.open_loop import metric_sum  # noqa: E402
 from bench.load_requests import CLIENT_TIMEOUT_S, new_client, request_for  # noqa: E402
+from bench.open_loop import metric_sum  # noqa: E402
 from bench.report import Table, check_row, ms, num, write_section  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
 from engine.kv_size import default_cpu_kv_bytes  # noqa: E402
 
 SECTION = "## Cluster on vLLM (`bench/cluster_vllm.py`)"

@@ -57,15 +57,24 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
 
-from bench.common import (  # noqa: E402
-    MODEL_DIR, MODEL_NAME, NO_STORE, OFFLINE_ENV, PROMPTS, Stats, git_head, note, stop_on_sigterm,
-)
 from bench.clients import StreamResult, one_connection_client, stream_chat  # noqa: E402
+from bench.common import (  # noqa: E402
+    MODEL_DIR,
+    MODEL_NAME,
+    NO_STORE,
+    OFFLINE_ENV,
+    PROMPTS,
+    Stats,
+    git_head,
+    note,
+    stop_on_sigterm,
+)
 from bench.engine_cells import CONCURRENCIES, FULL, MAX_TOKENS, QUICK, TEMPERATURE, Cell, Plan  # noqa: E402
 from bench.engine_report import report  # noqa: E402
 from bench.machine import available_gib, own_cpu_s, system_busy_s  # noqa: E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from bench.common import MODEL_NAME, Stats, table
 from bench.engine_cells import CONCURRENCIES, MAX_TOKENS, TEMPERATURE, Cell, Plan

@@ -42,8 +42,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from bench.common import git_head, note, stop_on_sigterm  # noqa: E402
 from bench.fairness_rig import (  # noqa: E402
-    A, A_LOAD, B, B_LOAD, KEYS, MAX_TOKENS, REAL, SIM, SIM_LIMIT, SIM_TOKEN_MS, Mode, Record, Side, arrivals,
-    closed_loop, open_loop, serving, side,
+    A_LOAD,
+    B_LOAD,
+    KEYS,
+    MAX_TOKENS,
+    REAL,
+    SIM,
+    SIM_LIMIT,
+    SIM_TOKEN_MS,
+    A,
+    B,
+    Mode,
+    Record,
+    Side,
+    arrivals,
+    closed_loop,
+    open_loop,
+    serving,
+    side,
 )
 from bench.report import Table, check_row, ms, num, write_json, write_section  # noqa: E402
 

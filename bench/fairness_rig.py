@@ -9,8 +9,9 @@ import contextlib
 import itertools
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from bench.calibration import level_of
 from bench.clients import StreamResult, stream_chat

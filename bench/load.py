@@ -48,13 +48,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 from bench.calibration import Calibration, calibrate  # noqa: E402
 from bench.clients import stream_chat  # noqa: E402
 from bench.common import (  # noqa: E402
-    MODEL_DIR, MODEL_NAME, OFFLINE_ENV, ROOT, Progress, git_head, note, stop_on_sigterm, timed_sleep,
+    MODEL_DIR,
+    MODEL_NAME,
+    OFFLINE_ENV,
+    ROOT,
+    Progress,
+    git_head,
+    note,
+    stop_on_sigterm,
+    timed_sleep,
 )
 from bench.load_records import Run, to_record  # noqa: E402
-from bench.load_samples import sample_forever  # noqa: E402
 from bench.load_requests import (  # noqa: E402
-    CLIENT_TIMEOUT_S, HIGH_SHARE, MAX_TOKENS, SEEDED, TEMPERATURE, Planned, make_plan, new_client, request_for,
+    CLIENT_TIMEOUT_S,
+    HIGH_SHARE,
+    MAX_TOKENS,
+    SEEDED,
+    TEMPERATURE,
+    Planned,
+    make_plan,
+    new_client,
+    request_for,
 )
+from bench.load_samples import sample_forever  # noqa: E402
 from bench.machine import available_gib, machine_stalls  # noqa: E402
 from bench.open_loop import drain_answers, send_on_schedule  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402

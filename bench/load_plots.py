@@ -3,8 +3,9 @@ rates against offered load, and the on-time trade-off against the TPOT objective
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from bench.common import ROOT, note
 from bench.load_summary import TRADEOFF_TPOT_S, Slo, Summary, tradeoff

@@ -7,11 +7,8 @@ import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
-
-
-
 
 # ----------------------------------------------------------------------------- /proc (Linux)
 

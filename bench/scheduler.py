@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 # FastAPI resolves the baseline endpoint's (string) annotations in this module's globals.
 from starlette.requests import Request as StarletteRequest  # noqa: E402
 
-from bench.common import SIM_SERVER_SETTINGS, Stats, note, table  # noqa: E402
 from bench.clients import LoadResult, load_row, repeat_load  # noqa: E402
+from bench.common import SIM_SERVER_SETTINGS, Stats, note, table  # noqa: E402
 from bench.queue_cost import run_part1  # noqa: E402
 from bench.servers import app_argv, free_port, running_server  # noqa: E402
 

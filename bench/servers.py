@@ -11,11 +11,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
-from bench.common import Progress, ROOT, note
+from bench.common import ROOT, Progress, note
 from bench.machine import descendants, process_cpu_s
-
 
 # ----------------------------------------------------------------------------- server processes
 

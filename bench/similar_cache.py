@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tqdm import tqdm  # noqa: E402
 
 from bench.common import percentile, table  # noqa: E402
-from bench.make_similar_pairs import OUT as PAIRS, TEMPLATES, fill, polite, punctuation, render, typo  # noqa: E402
+from bench.make_similar_pairs import OUT as PAIRS  # noqa: E402
+from bench.make_similar_pairs import TEMPLATES, fill, polite, punctuation, render, typo
 from cache.similar_guards import features, refusal  # noqa: E402
 from cache.similar_index import SimilarIndex  # noqa: E402
 from settings.schema import SimilarCacheConfig  # noqa: E402
@@ -74,7 +75,7 @@ def part_pairs(rows: list[dict]) -> tuple[str, dict]:
     lines, curve = [], {}
     for method, guarded in (("lexical", False), ("lexical + guards", True)):
         for t in THRESHOLDS:
-            def hit(s: tuple) -> bool:
+            def hit(s: tuple, t: float = t, guarded: bool = guarded) -> bool:
                 return s[1] is not None and s[1] >= t and (not guarded or s[2] is None)
             tp, fp = sum(map(hit, share)), sum(map(hit, differ))
             precision = tp / (tp + fp) if tp + fp else 1.0

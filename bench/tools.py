@@ -96,7 +96,7 @@ def parser_alone(pieces_count: int) -> list[list[object]]:
     rows = []
     for name, text in texts.items():
         pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
-        make = ToolCallParser if name.startswith("<tool_call>") else lambda: HarmonyParser(tools="on" in name)
+        make = ToolCallParser if name.startswith("<tool_call>") else lambda: HarmonyParser(tools="on" in name)  # noqa: B023
         runs = max(1, pieces_count // len(pieces))
         start = time.perf_counter()
         for _ in range(runs):

@@ -6,8 +6,8 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from settings.schema import CacheConfig
 

@@ -6,8 +6,8 @@ the I/O (it reads the answer, and writes blocks through its one writer)."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from cache.keys import CacheKey
 from cache.similar_index import Match, SimilarIndex

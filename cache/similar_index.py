@@ -16,8 +16,8 @@ import json
 import sys
 from array import array
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from datasketch import MinHash, MinHashLSH
 

@@ -14,9 +14,10 @@ import logging
 import sqlite3
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import aiosqlite
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import aiosqlite
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import AsyncIterator, Protocol
+from typing import Protocol
 
 from core.types import ChatMessage, Delta, GenParams, Prompt, Tool, ToolFormat
 from settings.schema import EngineConfig

@@ -12,8 +12,8 @@ an engine's stream of deltas. Pure: no engine, no I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import AsyncIterator
 
 from core.types import Delta
 from engine.tool_output import Parsed, call_deltas

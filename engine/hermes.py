@@ -9,8 +9,9 @@ text instead of half a call. `split_tool_calls` applies it to an engine's stream
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any, AsyncIterator
+from typing import Any
 
 from core.types import Delta, Tool, ToolCallDelta
 from engine.tool_output import Parsed, call_deltas

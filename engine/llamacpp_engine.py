@@ -21,7 +21,8 @@ import asyncio
 import json
 import logging
 import secrets
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 

@@ -4,7 +4,8 @@ streamed answer back: for the servers behind a gateway."""
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from core.types import Delta, GenParams, TokenLogprob, ToolCallDelta
 from engine.base import EngineError

@@ -15,7 +15,8 @@ import math
 import random
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import regex
 

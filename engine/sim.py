@@ -17,8 +17,8 @@ import itertools
 import json
 import random
 import re
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Iterator
 
 from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool
 from engine import sim_script

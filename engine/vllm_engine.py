@@ -12,8 +12,9 @@ import dataclasses
 import json
 import logging
 import os
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any, AsyncIterator
+from typing import Any
 
 from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool, ToolFormat
 from engine.base import Capabilities, EngineError, EngineStats
@@ -94,9 +95,9 @@ class VllmEngine:
             raise EngineError("vLLM is not installed: scripts/install-engine.sh .venv/bin/python all installs "
                               "its CPU build") from None
 
-        from engine.vllm_stats import stats_logger_factory
-
         from vllm.platforms import current_platform
+
+        from engine.vllm_stats import stats_logger_factory
 
         model = resolve_model(self.config.model, self.config.models_dir)
         self._on_cpu = current_platform.is_cpu()

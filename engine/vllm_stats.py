@@ -5,7 +5,8 @@ Imported only by the vLLM backend, after vllm itself.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from vllm.v1.metrics.loggers import StatLoggerBase
 

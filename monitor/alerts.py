@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import httpx
 

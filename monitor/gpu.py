@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 log = logging.getLogger("gpt_oss_webui.monitor")
 

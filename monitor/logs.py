@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import TextIO
 
 from core.private_files import private_file, tighten
 from settings.schema import LoggingConfig

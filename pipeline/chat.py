@@ -7,16 +7,16 @@ import re
 import time
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import AsyncIterator
 
 from cache.similar_index import Match
 from cache.store import CachedResponse
 from core.types import Delta, ToolCall
 from engine.base import EngineBackend
+from pipeline.answer import Answer
 from pipeline.cache_path import CachePath, CachePlan
 from pipeline.caller import Caller
-from pipeline.answer import Answer
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, Usage
 from pipeline.forced_call import ForcedCallReader
 from pipeline.params import ChatCompletionRequest

@@ -6,8 +6,9 @@ schema costs the event loop a tenth of a second to check. Iterative, so no input
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 ENVELOPE_DEPTH = 8  # the levels a body wraps a schema in: tools[0].function.parameters is 4
 SCHEMA_PLACES = (("tools", "*", "function", "parameters"), ("tools", "*", "parameters"),

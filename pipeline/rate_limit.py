@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 from pipeline.caller import Caller
 from pipeline.refusal import Refusal

@@ -9,8 +9,17 @@ from typing import Any
 
 from pipeline.params import ChatCompletionRequest
 from pipeline.responses_request import (
-    CustomCallItem, CustomCallOutputItem, FunctionCallItem, FunctionCallOutputItem, FunctionTool, Item, MessageItem,
-    NamedFunction, ReasoningItem, ResponsesRequest, json_schema_format,
+    CustomCallItem,
+    CustomCallOutputItem,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    Item,
+    MessageItem,
+    NamedFunction,
+    ReasoningItem,
+    ResponsesRequest,
+    json_schema_format,
 )
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
-from typing import Callable, Protocol
+from typing import Protocol
 
 BUCKET_S = 60
 RETENTION_S = 7 * 86_400

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError

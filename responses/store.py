@@ -11,9 +11,9 @@ import abc
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import aiosqlite
 

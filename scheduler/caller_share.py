@@ -5,7 +5,7 @@ keeps per-caller counts; the loop calls it as requests arrive, start, produce an
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from scheduler.fair_index import FairIndex
 from scheduler.fair_share import VirtualTokenCounter

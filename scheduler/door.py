@@ -8,12 +8,11 @@ Pure: it reads the queue and the estimates and returns a decision.
 from __future__ import annotations
 
 import math
-
-from typing import Callable
+from collections.abc import Callable
 
 from scheduler.admission import AdmissionController
-from scheduler.outcome import Outcome
 from scheduler.estimate import ArrivalRates, DrainEstimator, retry_after
+from scheduler.outcome import Outcome
 from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request, SchedulerError
 

@@ -10,7 +10,7 @@ Pure: counters in, choices out.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from scheduler.request import Request
 

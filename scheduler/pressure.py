@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from settings.schema import PressureConfig
 from scheduler.request import PriorityClass
+from settings.schema import PressureConfig
 
 
 class PressureMonitor:

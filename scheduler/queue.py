@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter, OrderedDict
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from scheduler.request import PriorityClass, Request, RequestKey
 

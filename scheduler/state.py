@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from engine.base import EngineBackend
 from scheduler.admission import AdmissionController

@@ -8,21 +8,21 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import httpx
 import openai
 import pytest
 import uvicorn
 
-from wiring import Services, build_services
 from api.connection import uvicorn_settings
 from app import app_for
 from settings import load_config
+from wiring import Services, build_services
 
 _RESPONSES = f"responses.path={tempfile.mkdtemp(prefix='responses-')}/responses.sqlite3"  # not the repo's data/
 FAST_SIM = [_RESPONSES, "engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",

@@ -11,8 +11,8 @@ import asyncio
 import logging
 import sqlite3
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable
 
 import gradio as gr
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from pipeline.caller import Caller
 from pipeline.chat import ChatPipeline

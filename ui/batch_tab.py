@@ -31,7 +31,7 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
             download_csv = gr.DownloadButton(t("download_csv"), visible=False, elem_id="download-csv")
 
     async def batch(text: str, file: str | None, prio: str, conc: float, language: str,
-                    request: gr.Request, progress: gr.Progress = gr.Progress()) -> tuple:
+                    request: gr.Request, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008 - Gradio's way
         caller = page.caller_of(request)
         try:
             items = parse_prompts(text, uploaded_file(file))

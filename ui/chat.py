@@ -4,8 +4,8 @@ parameters the API takes. No Gradio here."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import AsyncIterator
 
 from pydantic import ValidationError
 

@@ -6,13 +6,14 @@ Each writes the conversation to the history as it goes (ui.answer)."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import gradio as gr
 
 from ui.answer import Book, stream_answer
-from ui.chat_parts import ChatParts
 from ui.chat import ChatSettings, Served, report_similar, text_of, who_is
+from ui.chat_parts import ChatParts
 from ui.history_view import is_extra, stored_count
 from ui.operator_panel import build_operator_panel
 from ui.page import Labels, Page, code_of

@@ -4,7 +4,7 @@ conversation history opened and closed with the server."""
 from __future__ import annotations
 
 import contextlib
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 import gradio as gr
 from fastapi import FastAPI, Request

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from gradio.utils import get_upload_folder
 from starlette.requests import Request

@@ -7,13 +7,14 @@ import logging
 import socket
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
 from tests.conftest import LiveServer
+
 MESSAGES = [{"role": "user", "content": "Say something about queues."}]
 CHAT = "/v1/chat/completions"
 ERROR_TYPES = {401: "authentication_error", 500: "server_error", 503: "server_error"}

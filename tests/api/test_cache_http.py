@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest

@@ -4,7 +4,7 @@ whatever arrives, no 5xx, no hang, and every refusal is an OpenAI error object."
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest

@@ -4,8 +4,8 @@ fixtures/, made by scripts/openai-schemas.py), so clients generated from that sp
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from jsonschema import Draft202012Validator

@@ -4,7 +4,7 @@ the simulator: no 5xx, and every 4xx under /v1 an OpenAI error object."""
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import schemathesis

@@ -32,7 +32,7 @@ def test_priority_order_end_to_end(make_server):
     boxes = {}
     for cls in ("low", "medium", "high"):
         boxes[cls] = in_thread(chat, live.url, headers={"X-Priority": cls})
-        live.wait_for(lambda s, n=len(boxes): s["waiting_total"] == n)
+        live.wait_for(lambda s, n=len(boxes): s["waiting_total"] == n)  # noqa: B008
     for box in [blocker, *boxes.values()]:
         box["thread"].join(30)
     assert all(b["result"].status_code == 200 for b in boxes.values())

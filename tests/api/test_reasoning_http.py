@@ -3,7 +3,7 @@ simulator in harmony mode (an analysis message, then a final one, with their spe
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

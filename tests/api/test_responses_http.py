@@ -6,7 +6,7 @@ and every object and stream event checked against OpenAI's published schemas."""
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import openai

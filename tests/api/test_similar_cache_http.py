@@ -4,8 +4,8 @@ feedback that blocks a pairing for good, the stats and metrics, and restarts."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import pytest

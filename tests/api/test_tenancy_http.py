@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
 
 import httpx
 import pytest

@@ -5,7 +5,7 @@ prompt's tokens, and a gateway passing them to the server behind it."""
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx
 import pytest

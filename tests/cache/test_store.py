@@ -8,8 +8,8 @@ import dataclasses
 import logging
 import random
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 import pytest
 

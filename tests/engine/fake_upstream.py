@@ -10,8 +10,8 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import uvicorn
 from starlette.applications import Starlette

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from core.types import Delta, ToolCallDelta
 from engine.hermes import ToolCallParser, split_tool_calls

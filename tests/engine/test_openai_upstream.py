@@ -5,7 +5,7 @@ and, for the last test, another server of ours on the simulator."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import httpx
 import pytest

@@ -16,7 +16,6 @@ from engine.openai_wire import sse_body_deltas
 from engine.sse_stream import SseClient, StreamError
 
 
-
 def sse(obj: dict) -> bytes:
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 

@@ -6,8 +6,8 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterator
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families

@@ -15,9 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.app_process import free_port, start_app
 from responses.store import ChainBroken, ResponseStore, StoredResponse
-
+from tests.app_process import free_port, start_app
 
 
 def stored(rid: str, caller: str = "alice", created: float = 0.0, previous: str | None = None) -> StoredResponse:

@@ -174,4 +174,4 @@ def test_the_heap_index_picks_what_a_scan_of_the_class_would():
         for cls in P:
             members = [r for r in queue.members(cls) if r.caller not in blocked]
             expected = scan_pick(vtc, members, queue.key)
-            assert index.pick(cls, lambda r: r.caller not in blocked) is expected, step
+            assert index.pick(cls, lambda r: r.caller not in blocked) is expected, step  # noqa: B023

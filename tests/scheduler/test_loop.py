@@ -10,9 +10,10 @@ from core.types import Delta
 from engine.sim import SimEngine
 from scheduler.loop import Scheduler
 from scheduler.outcome import Outcome
+from scheduler.request import Dispatched, SchedulerError
+from scheduler.request import PriorityClass as P
 from scheduler.snapshot import snapshot
 from scheduler.status import overall_status
-from scheduler.request import Dispatched, PriorityClass as P, SchedulerError
 from settings.schema import LimitConfig, PerClass, SchedulerConfig, SimConfig
 from tests.scheduler.factory import FakeClock, make_request
 

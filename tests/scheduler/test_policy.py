@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from engine.sim import SimEngine
 from scheduler.policy import ClassPolicy, Decision, Reason
-from scheduler.request import PriorityClass as P, Request
+from scheduler.request import PriorityClass as P
+from scheduler.request import Request
 from scheduler.state import SchedulerState
 from settings.schema import LimitConfig, SchedulerConfig, SimConfig
 from tests.scheduler.factory import FakeClock, make_request

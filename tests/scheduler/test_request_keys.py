@@ -7,7 +7,8 @@ import pytest
 from core.types import Delta
 from scheduler.engine_ids import EngineIds
 from scheduler.outcome import Outcome
-from scheduler.request import PriorityClass as P, RequestKey, SchedulerError
+from scheduler.request import PriorityClass as P
+from scheduler.request import RequestKey, SchedulerError
 from scheduler.status import request_status
 from tests.scheduler.factory import make_request
 from tests.scheduler.test_loop import events_until_done, started, stop

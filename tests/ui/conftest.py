@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 

@@ -7,17 +7,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
+from playwright.sync_api import Browser, Page, expect  # noqa: E402 - after test_browser's skip
 
 from tests.conftest import LiveServer
 from tests.ui.conftest import QUICK, UI, start_server
-from tests.ui.test_browser import (CHROMIUM, WAIT_MS, bot_text, browser, open_advanced, open_page,  # noqa: F401
-                                   send, set_max_tokens, shot, wait_until, wait_until_quiet)
-
-from playwright.sync_api import Browser, Page, expect  # noqa: E402 - after test_browser's skip
+from tests.ui.test_browser import (  # noqa: F401
+    CHROMIUM,
+    WAIT_MS,
+    bot_text,
+    browser,
+    open_advanced,
+    open_page,
+    send,
+    set_max_tokens,
+    shot,
+    wait_until,
+    wait_until_quiet,
+)
 
 TEAM = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-000001}]"
 ALICE_TEXT = "Alice asks about plum jam"

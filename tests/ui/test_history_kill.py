@@ -19,7 +19,6 @@ from ui.answer import CHECKPOINT_S
 from ui.owner import BROWSER_COOKIE
 
 
-
 def text(content: str | list) -> str:
     """gradio_client hands a message's content as a list of parts."""
     return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)

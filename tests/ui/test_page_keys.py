@@ -4,7 +4,7 @@ Gradio endpoint answers without a signed-in session, and a signed-in page runs a
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest

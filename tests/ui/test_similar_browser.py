@@ -5,14 +5,14 @@ the model's own answer in its place, in the chat and in the stored conversation.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+
+from playwright.sync_api import Page, expect  # noqa: E402 - after test_browser's skip
 
 from tests.ui.conftest import QUICK, UI, start_server
 from tests.ui.test_browser import WAIT_MS, bot_text, browser, open_advanced, open_page, send, shot  # noqa: F401
 from tests.ui.test_similar_http import PARAPHRASE, QUESTION
-
-from playwright.sync_api import Page, expect  # noqa: E402 - after test_browser's skip
 
 
 def set_number(page: Page, label: str, value: float) -> None:

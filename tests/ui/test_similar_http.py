@@ -5,7 +5,7 @@ another caller, even one that takes over the Gradio session, reports nothing of 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from gradio_client import Client
