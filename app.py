@@ -12,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -81,7 +82,7 @@ class Server(uvicorn.Server):
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets)
 
-    def handle_exit(self, sig: int, frame: object) -> None:
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._loop is not None and not self.should_exit:
             self._loop.call_soon_threadsafe(lambda: asyncio.ensure_future(self._on_exit()))
         super().handle_exit(sig, frame)

@@ -202,6 +202,7 @@ class EventWriter:
         return None if self._open is None else self._open["type"]
 
     def _at(self) -> dict:
+        assert self._open is not None  # only while an item is open
         return {"item_id": self._open["id"], "output_index": len(self.items)}
 
     def _start(self, item: dict, part: dict | None = None) -> list[str]:

@@ -129,7 +129,7 @@ def unrouted(routers: Sequence[APIRouter]) -> APIRouter:
 
     async def no_such_route(request: Request, rest: str) -> Response:
         allowed = sorted({m for route in routes if route.matches(request.scope)[0] is Match.PARTIAL
-                          for m in route.methods})
+                          for m in route.methods or ()})
         if allowed:
             raise APIError(405, f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}",
                            headers={"Allow": ", ".join(allowed)})

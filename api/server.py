@@ -88,7 +88,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.include_router(responses_router)
     app.include_router(router)
     app.include_router(unrouted([access_router, responses_router, router]))  # last: every other /v1 path
-    app.openapi = lambda: _openapi(app)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way
     return app
 
 

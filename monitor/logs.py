@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import logging.handlers
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
 
 from core.private_files import private_file, tighten
 from settings.schema import LoggingConfig
@@ -68,7 +68,7 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
             tighten(Path(f"{path}.{n}"))
         super().__init__(path, maxBytes=max_bytes, backupCount=backup_count, encoding="utf-8")
 
-    def _open(self) -> TextIO:
+    def _open(self) -> io.TextIOWrapper:
         private_file(Path(self.baseFilename))
         return super()._open()
 

@@ -4,12 +4,12 @@ from the live state at scrape time. Each server has its own registry."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from cache.similar import SimilarAnswers
-from cache.store import ResponseCache
 from monitor.gpu import GpuMonitor
 from pipeline.usage import UsageLedger
 from scheduler.events import QueueEvent
@@ -21,8 +21,15 @@ _WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
+class CacheCounts(Protocol):
+    """What either response cache (SQLite or Redis) counts."""
+
+    hits: int
+    misses: int
+
+
 class Metrics:
-    def __init__(self, scheduler: Scheduler, cache: ResponseCache | None, gpu: GpuMonitor | None,
+    def __init__(self, scheduler: Scheduler, cache: CacheCounts | None, gpu: GpuMonitor | None,
                  abandoned: Mapping[str, int], usage: UsageLedger, tool_calls: Mapping[str, int] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -83,7 +90,7 @@ class Metrics:
 class _LiveState:
     """Gauges and engine/cache counters read when Prometheus scrapes, so they are never stale."""
 
-    def __init__(self, scheduler: Scheduler, cache: ResponseCache | None, gpu: GpuMonitor | None,
+    def __init__(self, scheduler: Scheduler, cache: CacheCounts | None, gpu: GpuMonitor | None,
                  abandoned: Mapping[str, int], tool_calls: Mapping[str, int]) -> None:
         self.scheduler, self.cache, self.gpu, self.abandoned = scheduler, cache, gpu, abandoned
         self.tool_calls = tool_calls

@@ -27,7 +27,7 @@ class CallerShare:
         if self.fair is None or queue.waiting_of(request.caller):
             return
         if len(queue):
-            self.fair.lift(request.caller, self._index_of(queue).least_counter())
+            self.fair.lift(request.caller, self._index_of(queue, self.fair).least_counter())
         else:
             self.fair.arrive(request.caller, list(self.running_of))
 
@@ -36,7 +36,7 @@ class CallerShare:
         if self.fair is None:
             return
         if self._index is None or self._indexed is not queue:
-            self._index_of(queue)  # takes in the whole queue, `request` included
+            self._index_of(queue, self.fair)  # takes in the whole queue, `request` included
         else:
             self._index.add(request)
 
@@ -48,11 +48,11 @@ class CallerShare:
             head = next((r for r in queue.ranked() if self.may_run(r)), None)
         if head is None or self.fair is None:
             return head
-        return self._index_of(queue).pick(head.priority, self.may_run) or head
+        return self._index_of(queue, self.fair).pick(head.priority, self.may_run) or head
 
-    def _index_of(self, queue: PriorityQueue) -> FairIndex:
+    def _index_of(self, queue: PriorityQueue, fair: VirtualTokenCounter) -> FairIndex:
         if self._index is None or self._indexed is not queue:
-            self._index, self._indexed = FairIndex(self.fair, queue), queue
+            self._index, self._indexed = FairIndex(fair, queue), queue
         return self._index
 
     def may_run(self, request: Request) -> bool:

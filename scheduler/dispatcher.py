@@ -95,10 +95,8 @@ class Dispatcher:
                                             elapsed_s=now - request.arrival))
                 if s.admission.first_token(request.key):
                     self.dispatch()
-            else:
-                stalled = s.prefills.overlaps(last)
-                s.pace.record(now - last if last is not None else 0.0, delta.num_tokens, s.admission.running,
-                              stalled)
+            elif last is not None:  # always, once the first token is in
+                s.pace.record(now - last, delta.num_tokens, s.admission.running, s.prefills.overlaps(last))
                 decoded += delta.num_tokens
             s.share.served(request.caller, output_tokens=delta.num_tokens)
             last = now

@@ -87,37 +87,37 @@ class ConcurrencyLimit:
         (mean over the interval); no reading (nothing decoded) leaves the limit where it is."""
         if tpot_s is None or running <= 0:
             return self.value
-        self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
+        tpot = self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
         if running <= _ALONE:  # the reading itself: the smoothed figure still carries the larger batch before
             self._alone.append(tpot_s)
         busy = running >= _BUSY * self._limit
         if busy:
             self._trim()
-        if not self.config.adaptive or abs(self.target_s / max(self.tpot_s, 1e-6) - 1) <= _DEADBAND:
+        if not self.config.adaptive or abs(self.target_s / max(tpot, 1e-6) - 1) <= _DEADBAND:
             return self.value
-        if self.tpot_s > self.target_s:
-            self._limit += _STEP_DOWN * (min(self.knee(running), self._limit) - self._limit)
+        if tpot > self.target_s:
+            self._limit += _STEP_DOWN * (min(self.knee(running, tpot), self._limit) - self._limit)
         elif busy:
-            knee = min(self.knee_from_alone(running), running * _MAX_GROWTH + 1)
+            knee = min(self.knee_from_alone(running, tpot), running * _MAX_GROWTH + 1)
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))
         return self.value
 
-    def knee(self, running: float) -> float:
+    def knee(self, running: float, tpot_s: float) -> float:
         """Where the line through this reading and the origin reaches the set point: short of the
         knee from below, past it from above, so each step lands between here and the knee."""
-        return running * self.target_s / self.tpot_s
+        return running * self.target_s / tpot_s
 
-    def knee_from_alone(self, running: float) -> float:
+    def knee_from_alone(self, running: float, tpot_s: float) -> float:
         """Where the line through TPOT alone and this reading reaches the set point: the fixed cost
         of a step kept out of the per-sequence slope. Below the set point only; a batch that costs
         nothing measurable over one sequence has its knee out of sight (the caller caps growth)."""
         alone = self.alone_s
         if alone is None:
-            return self.knee(running)
-        if self.tpot_s <= alone:
+            return self.knee(running, tpot_s)
+        if tpot_s <= alone:
             return float("inf")
-        return running * (self.target_s - alone) / (self.tpot_s - alone)
+        return running * (self.target_s - alone) / (tpot_s - alone)
 
     def _trim(self) -> None:
         """Moves the set point until `on_time_share` of recent requests would meet the objective

@@ -87,7 +87,8 @@ def one_line(error: Any) -> str:
 def _field(loc: tuple) -> tuple[type[BaseModel], Any, Any]:
     """The model holding the last key of `loc`, that key's type and its field info."""
     model: type[BaseModel] = Config
-    annotation, info = Config, None
+    annotation: Any = Config
+    info = None
     for part in loc:
         info = model.model_fields.get(str(part)) if isinstance(model, type) else None
         if info is None:
@@ -161,7 +162,8 @@ def _holds_plain_keys(raw: dict) -> bool:
 
 def _plain_keys_in(section: Any) -> bool:
     server, scheduler = _mapping(section, "server"), _mapping(section, "scheduler")
-    named = server.get("keys") if isinstance(server.get("keys"), list) else []
+    keys = server.get("keys")
+    named = keys if isinstance(keys, list) else []
     return bool(server.get("api_keys") or server.get("admin_keys") or scheduler.get("priority_keys")
                 or any(isinstance(key, dict) and key.get("key") for key in named))
 

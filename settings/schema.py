@@ -13,7 +13,8 @@ config.yaml and the reference use.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import math
+from typing import Annotated, Any, Literal, cast
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -500,10 +501,11 @@ class Config(Section):
     ui: UiConfig = Field(default_factory=UiConfig)
 
 
-def field_bounds(section: type[BaseModel], name: str) -> tuple[float | None, float | None]:
-    """The allowed range of a setting, as declared above: for forms that edit it live."""
-    lo = hi = None
+def field_bounds(section: type[BaseModel], name: str) -> tuple[float, float]:
+    """The allowed range of a setting, as declared above (infinite where a side is open): for
+    forms that edit it live. The numbers keep their declared type, so an int shows as one."""
+    lo, hi = -math.inf, math.inf
     for item in section.model_fields[name].metadata:
-        lo = item.ge if isinstance(item, Ge) else lo
-        hi = item.le if isinstance(item, Le) else hi
+        lo = cast(float, item.ge) if isinstance(item, Ge) else lo
+        hi = cast(float, item.le) if isinstance(item, Le) else hi
     return lo, hi

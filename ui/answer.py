@@ -40,27 +40,32 @@ class Book:
 
     @property
     def on(self) -> bool:
-        return self.store.available and self.owner is not None
+        return self.writer is not None
+
+    @property
+    def writer(self) -> str | None:
+        """The owner whose history this page writes, or None: no store, or nobody to write for."""
+        return self.owner if self.store.available else None
 
     async def user_message(self, text: str, settings: ChatSettings) -> str | None:
         """Commits the user's message, starting a conversation titled by it where none is open
         (or where the open one has gone: deleted in another tab, or dropped by the bound)."""
-        if not self.on:
+        if (owner := self.writer) is None:
             return self.conversation_id
         saved = settings_dict(settings)
         if self.conversation_id is not None:
-            if await self.store.add(self.owner, self.conversation_id, StoredMessage("user", text)) is not None:
-                await self.store.save_settings(self.owner, self.conversation_id, saved)
+            if await self.store.add(owner, self.conversation_id, StoredMessage("user", text)) is not None:
+                await self.store.save_settings(owner, self.conversation_id, saved)
                 return self.conversation_id
-        self.conversation_id = await self.store.create(self.owner, text, saved)
-        await self.store.add(self.owner, self.conversation_id, StoredMessage("user", text))
-        return self.conversation_id
+        conversation_id = self.conversation_id = await self.store.create(owner, text, saved)
+        await self.store.add(owner, conversation_id, StoredMessage("user", text))
+        return conversation_id
 
     async def cut(self, keep: int, settings: ChatSettings) -> None:
         """Before a regenerated answer or an edited message: the later turns go."""
-        if self.on and self.conversation_id is not None:
-            await self.store.truncate(self.owner, self.conversation_id, keep)
-            await self.store.save_settings(self.owner, self.conversation_id, settings_dict(settings))
+        if (owner := self.writer) is not None and self.conversation_id is not None:
+            await self.store.truncate(owner, self.conversation_id, keep)
+            await self.store.save_settings(owner, self.conversation_id, settings_dict(settings))
 
 
 class _Recorder:
@@ -70,8 +75,8 @@ class _Recorder:
         self.last = 0.0
 
     async def start(self) -> None:
-        if self.book.on and self.book.conversation_id is not None:
-            self.message_id = await self.book.store.add(self.book.owner, self.book.conversation_id,
+        if (owner := self.book.writer) is not None and self.book.conversation_id is not None:
+            self.message_id = await self.book.store.add(owner, self.book.conversation_id,
                                                         StoredMessage("assistant", "", outcome=STREAMING))
             self.last = self.book.clock()
 
@@ -89,11 +94,13 @@ class _Recorder:
                      message_id: int | None = None) -> None:
         """A write that fails (the server closing the file under a last answer) is logged: the
         chat itself goes on."""
+        owner, conversation_id = self.book.writer, self.book.conversation_id
+        if owner is None or conversation_id is None:
+            return  # nothing was started: `start` found nowhere to write
         thinking = shown.thinking["content"] if shown.thinking else ""
         stored = StoredMessage("assistant", shown.answer["content"], thinking, details or {}, outcome, reason)
         try:
-            await self.book.store.update(self.book.owner, self.book.conversation_id,
-                                         message_id or self.message_id or 0, stored)
+            await self.book.store.update(owner, conversation_id, message_id or self.message_id or 0, stored)
         except (sqlite3.Error, RuntimeError, ValueError) as exc:
             log.warning("an answer could not be written to the history: %s", exc)
 

@@ -27,8 +27,11 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
         table = gr.Dataframe(headers=["#", "prompt", "answer", "status", "tokens", "queue_wait_s", "reasoning"],
                              label=t("results"), elem_id="batch-table", wrap=True)
         with gr.Row():
-            download_jsonl = gr.DownloadButton(t("download_jsonl"), visible=False, elem_id="download-jsonl")
-            download_csv = gr.DownloadButton(t("download_csv"), visible=False, elem_id="download-csv")
+            # Gradio takes an I18nData label; its annotation says str.
+            download_jsonl = gr.DownloadButton(t("download_jsonl"), visible=False,  # type: ignore[arg-type]
+                                               elem_id="download-jsonl")
+            download_csv = gr.DownloadButton(t("download_csv"), visible=False,  # type: ignore[arg-type]
+                                             elem_id="download-csv")
 
     async def batch(text: str, file: str | None, prio: str, conc: float, language: str,
                     request: gr.Request, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008 - Gradio's way

@@ -7,7 +7,7 @@ Each writes the conversation to the history as it goes (ui.answer)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import gradio as gr
 
@@ -20,7 +20,7 @@ from ui.page import Labels, Page, code_of
 from ui.sidebar import build_sidebar, wire_sidebar
 
 # $$...$$ and \[...\] on a line of their own, $...$ and \(...\) inline, as the models write them
-LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
+LATEX: list[dict[str, str | bool]] = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
          {"left": "$", "right": "$", "display": False}, {"left": "\\(", "right": "\\)", "display": False}]
 
 
@@ -153,16 +153,17 @@ def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
         chatbot.edit(edited, [chatbot, *inputs], again_outputs, concurrency_limit=None),
         ask.click(ask_model, [chatbot, served, *inputs], again_outputs, concurrency_limit=None),
     ]
-    chatbot.undo(undo, [chatbot, conversation], [chatbot, msg, info], cancels=events, concurrency_limit=None).then(
+    cancellable = cast("list[dict[str, Any]]", events)  # Gradio takes its own events; its annotation says dicts
+    chatbot.undo(undo, [chatbot, conversation], [chatbot, msg, info], cancels=cancellable, concurrency_limit=None).then(
         ChatParts.no_similar, None, [served, ask], concurrency_limit=None, show_progress="hidden")
     parts = ChatParts(chatbot, conversation, info, msg, settings, events, [served, ask])
     side_events = wire_sidebar(page, sidebar, parts)
     for event in events:
         page.then_header(event).then(side_events.refresh, [sidebar.search, conversation], sidebar.listing,
                                      concurrency_limit=None, show_progress="hidden")
-    stop.click(lambda: gr.update(visible=False), None, page.toast, cancels=events, concurrency_limit=None)
+    stop.click(lambda: gr.update(visible=False), None, page.toast, cancels=cancellable, concurrency_limit=None)
     clear.click(lambda: ([], gr.update(visible=False), "", None, None, gr.update(visible=False)), None,
-                [chatbot, page.toast, info, conversation, served, ask], cancels=events, concurrency_limit=None)
+                [chatbot, page.toast, info, conversation, served, ask], cancels=cancellable, concurrency_limit=None)
     labels = {tab: "chat", msg: "message", send: "send", stop: "stop", retry: "retry", clear: "clear", ask: "ask_model",
               advanced: "advanced", system: "system_prompt", priority: "priority", max_tokens: "max_tokens",
               temperature: "temperature", top_p: "top_p", reasoning: "reasoning", timeout: "timeout",

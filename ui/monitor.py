@@ -9,6 +9,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from cache.redis_store import RedisResponseCache
 from cache.store import ResponseCache
 from monitor.gpu import GpuMonitor
 from scheduler.snapshot import Snapshot
@@ -56,7 +57,8 @@ class MonitorHistory:
                 for s in self.samples]
 
 
-def figures(snap: Snapshot, gpu: GpuMonitor | None, cache: ResponseCache | None, history: MonitorHistory) -> dict:
+def figures(snap: Snapshot, gpu: GpuMonitor | None, cache: ResponseCache | RedisResponseCache | None,
+            history: MonitorHistory) -> dict:
     """What the monitor panel shows, from the scheduler's snapshot plus memory and cache."""
     cache_stats = cache.stats() if cache is not None else None
     devices = gpu.devices if gpu is not None else []

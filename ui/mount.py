@@ -50,7 +50,7 @@ def _open_with_the_server(app: FastAPI, history: HistoryStore) -> None:
         finally:
             await history.close()
 
-    app.router.lifespan_context = lifespan
+    app.router.lifespan_context = lifespan  # type: ignore[assignment]  # yields the inner lifespan's state as is
 
 
 def _signed_in(sessions: Sessions) -> Callable[[Request], str | None]:

@@ -92,7 +92,8 @@ class ShownAnswer:
     def finish(self, text: str, reasoning: str) -> None:
         if reasoning:
             self.think("")
-            self.thinking["content"] = reasoning
+            if self.thinking is not None:
+                self.thinking["content"] = reasoning
         self.stop_thinking()
         self.answer["content"] = text
 
