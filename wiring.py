@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from api.responses_background import BackgroundResponses
 from cache.redis_store import RedisResponseCache
 from cache.similar import SimilarAnswers
 from cache.store import ResponseCache
@@ -35,12 +34,11 @@ class Services:
     scheduler: Scheduler
     keyring: Keyring
     pipeline: ChatPipeline
+    responses: ChainedStore
+    reasoning_seal: ReasoningSeal
     cache: ResponseCache | RedisResponseCache | None = None
     gpu: GpuMonitor | None = None
     alerts: AlertNotifier | None = None
-    responses: ChainedStore | None = None
-    reasoning_seal: ReasoningSeal | None = None
-    background: BackgroundResponses = field(default_factory=BackgroundResponses)
     shared_counts: SharedCounts | None = None  # the limiter's counts on Redis, synced in the background
     shared_usage: SharedUsage | None = None  # the usage ledger's minutes on Redis, likewise
 
@@ -58,10 +56,9 @@ def build_services(config: Config) -> Services:
     usage = UsageLedger(shared=minutes)
     pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
                             usage)
-    services = Services(config, engine, scheduler, keyring, pipeline, cache, _gpu_monitor(config, scheduler),
-                        responses=_responses(config),
-                        reasoning_seal=ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key")),
-                        shared_counts=counts, shared_usage=minutes)
+    seal = ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key"))
+    services = Services(config, engine, scheduler, keyring, pipeline, _responses(config), seal, cache,
+                        _gpu_monitor(config, scheduler), shared_counts=counts, shared_usage=minutes)
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)

@@ -9,6 +9,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from api.auth import identify
+from api.deps import services_of
 from api.errors import APIError
 from pipeline.caller import Caller
 
@@ -18,7 +19,7 @@ router = APIRouter(include_in_schema=False)
 def viewer(request: Request) -> Caller:
     """The caller from a key, or else from the page's session cookie."""
     signed_in = getattr(request.app.state, "signed_in", None)
-    keyring = request.app.state.services.keyring
+    keyring = services_of(request).keyring
     has_key = request.headers.get("authorization") or request.query_params.get("token")
     if signed_in is not None and keyring.keys_required and not has_key:
         caller = signed_in(request)
@@ -44,7 +45,7 @@ async def docs(request: Request) -> HTMLResponse:
 def check_metrics_reader(request: Request) -> None:
     """/metrics names every caller with their requests and tokens: with keys required it needs an
     admin key or one with `metrics: true`, unless `server.metrics_public` opens it on purpose."""
-    services = request.app.state.services
+    services = services_of(request)
     if services.config.server.metrics_public or not services.keyring.keys_required:
         return
     caller = viewer(request)

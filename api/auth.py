@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from pipeline.caller import Caller, Keyring
+from api.deps import services_of
+from pipeline.caller import Caller
 
 
 def identify(request: Request) -> Caller:
-    keyring: Keyring = request.app.state.services.keyring
-    return keyring.identify(_bearer(request.headers.get("authorization")), request.query_params.get("token"))
+    return services_of(request).keyring.identify(_bearer(request.headers.get("authorization")), request.query_params.get("token"))
 
 
 def _bearer(value: str | None) -> str | None:

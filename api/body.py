@@ -11,6 +11,7 @@ from typing import TypeVar
 from fastapi import Request
 from pydantic import BaseModel, ValidationError
 
+from api.deps import services_of
 from api.errors import APIError
 from pipeline.json_bounds import SCHEMA_PLACES, BoundError, JsonBounds, found
 from pipeline.params import describe
@@ -30,7 +31,7 @@ async def read_object(request: Request) -> dict:
 
 
 async def within_bounds(request: Request, data: dict) -> None:
-    server = request.app.state.services.config.server
+    server = services_of(request).config.server
     try:
         schema_bytes = JsonBounds(server.max_json_depth, server.max_schema_bytes).check(data)
     except BoundError as exc:

@@ -16,19 +16,20 @@ from fastapi import Request
 from api.auth import identify
 from api.body import read_object, within_bounds
 from api.chat import parse_body
+from api.deps import services_of
 from api.errors import APIError
 from cache.similar import Pairing
+from cache.store import ResponseCache
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 async def cache_feedback(request: Request) -> dict:
-    services = request.app.state.services
+    services = services_of(request)
     caller = identify(request)
     data = await read_object(request)
     cache = services.cache
-    similar = getattr(cache, "similar", None)
-    if similar is None:
+    if not isinstance(cache, ResponseCache) or cache.similar is None:  # the Redis cache keeps no similar answers
         raise APIError(400, "similar-question answers are not enabled (cache.similar.enabled)", code="invalid_request")
     unknown = sorted(set(data) - {"request", "cache_source"})
     if unknown:

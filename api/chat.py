@@ -9,6 +9,7 @@ from fastapi.responses import Response
 
 from api.auth import identify
 from api.body import read_object, validate
+from api.deps import services_of
 from api.errors import APIError
 from api.openai_format import CompletionFormat
 from api.relay import chat_stream, complete_response, stream_response, unless_client_leaves
@@ -18,7 +19,7 @@ from pipeline.tool_params import ToolParamError, check_tools
 
 
 async def create_chat_completion(request: Request) -> Response:
-    services = request.app.state.services
+    services = services_of(request)
     caller = identify(request)
     body = parse_body(await read_object(request))
     batch = _batch_mode(request)

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from api.deps import services_of
 from pipeline.refusal import Refusal
 
 log = logging.getLogger("gpt_oss_webui.api")
@@ -59,7 +60,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ClientDisconnect)
     async def _client_left(request: Request, _: ClientDisconnect) -> Response:
         """The client left while sending its body: nobody is there to answer; count it, quietly."""
-        request.app.state.services.pipeline.abandoned["body"] += 1
+        services_of(request).pipeline.abandoned["body"] += 1
         log.debug("client left while sending its body: %s %s", request.method, request.url.path)
         return Response(status_code=499)
 

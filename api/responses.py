@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from api.auth import identify
 from api.body import read_object, validate
+from api.deps import background_of, services_of
 from api.errors import APIError
 from api.relay import complete_response, queue_comment, run_headers, stream_response, unless_client_leaves
 from api.responses_format import EventWriter, ResponseShape, listed, new_id
@@ -43,7 +44,7 @@ router = APIRouter()
 
 @router.post("/v1/responses")
 async def create_response(request: Request) -> Response:
-    services = request.app.state.services
+    services = services_of(request)
     caller = identify(request)
     body, items, shape, hosted = await _parse(request, caller)
     seal = services.reasoning_seal
@@ -62,7 +63,7 @@ async def create_response(request: Request) -> Response:
     if body.background:
         queued = shape.envelope("queued", [])
         await keep(queued)
-        services.background.start(run, shape, lambda state: services.responses.update(shape.id, caller.name, state))
+        background_of(request).start(run, shape, lambda state: services.responses.update(shape.id, caller.name, state))
         return JSONResponse(queued, headers={**run_headers(run, 0.0), **headers})
     if body.stream:
         return await stream_response(run, lambda first, events: _stream(first, events, shape, keep), headers)
@@ -85,7 +86,7 @@ async def cancel_response(request: Request, response_id: str) -> dict:
     stored = await _stored(request, response_id)
     if not stored.response.get("background"):
         raise APIError(400, "only a background response can be cancelled", param="response_id", code="invalid_value")
-    if await request.app.state.services.background.cancel(response_id):
+    if await background_of(request).cancel(response_id):
         stored = await _stored(request, response_id)
     return stored.response
 
@@ -93,7 +94,7 @@ async def cancel_response(request: Request, response_id: str) -> dict:
 @router.delete("/v1/responses/{response_id}")
 async def delete_response(request: Request, response_id: str) -> dict:
     caller = identify(request)
-    if not await request.app.state.services.responses.delete(response_id, caller.name):
+    if not await services_of(request).responses.delete(response_id, caller.name):
         raise _not_found(response_id)
     return {"id": response_id, "object": "response.deleted", "deleted": True}
 
@@ -117,7 +118,7 @@ async def list_input_items(request: Request, response_id: str, limit: int = 20, 
 
 
 async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]:
-    services = request.app.state.services
+    services = services_of(request)
     data = await read_object(request)
     if (unknown := unknown_field(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
@@ -226,7 +227,7 @@ async def _stream(first: Event, events: AsyncIterator[Event], shape: ResponseSha
 
 async def _stored(request: Request, response_id: str) -> StoredResponse:
     caller = identify(request)
-    stored = await request.app.state.services.responses.get(response_id, caller.name)
+    stored = await services_of(request).responses.get(response_id, caller.name)
     if stored is None:
         raise _not_found(response_id)
     return stored

@@ -14,6 +14,7 @@ from api.access import metrics_response
 from api.auth import identify
 from api.cache_feedback import cache_feedback
 from api.chat import create_chat_completion
+from api.deps import services_of
 from api.errors import APIError
 from api.tokenize import tokenize
 from pipeline.accounts import accounts
@@ -22,7 +23,6 @@ from pipeline.usage import RETENTION_S
 from scheduler.request import RequestKey
 from scheduler.snapshot import snapshot
 from scheduler.status import overall_status, request_status
-from wiring import Services
 
 router = APIRouter()
 router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
@@ -32,13 +32,9 @@ router.add_api_route("/v1/cache/feedback", cache_feedback, methods=["POST"])
 _STARTED = int(time.time())
 
 
-def _services(request: Request) -> Services:
-    return request.app.state.services
-
-
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict:
-    services = _services(request)
+    services = services_of(request)
     identify(request)
     caps = services.engine.capabilities
     return {"object": "list", "data": [{"id": caps.model, "object": "model", "created": _STARTED,
@@ -49,7 +45,7 @@ async def list_models(request: Request) -> dict:
 async def queue_status(request: Request, request_id: str | None = None, caller: str | None = None) -> dict:
     """The queue, or one request of the caller's own: ids are each caller's, so another caller's is
     `unknown`. An admin may name whose request with `caller`."""
-    services = _services(request)
+    services = services_of(request)
     viewer = identify(request)
     if caller is not None and caller != viewer.name and not viewer.admin:
         raise APIError(403, "looking up another caller's request needs an admin key", param="caller",
@@ -72,14 +68,14 @@ async def livez() -> dict:
 
 @router.get("/healthz")
 async def healthz(request: Request) -> JSONResponse:
-    if _services(request).engine.ready:
+    if services_of(request).engine.ready:
         return JSONResponse({"status": "ok"})
     return JSONResponse({"status": "loading", "message": "the engine is loading the model"}, status_code=503)
 
 
 @router.get("/v1/cache/stats")
 async def cache_stats(request: Request) -> dict:
-    services = _services(request)
+    services = services_of(request)
     identify(request)
     if services.cache is None:
         return {"object": "cache.stats", "enabled": False}
@@ -88,7 +84,7 @@ async def cache_stats(request: Request) -> dict:
 
 @router.delete("/v1/cache")
 async def clear_cache(request: Request) -> dict:
-    services = _services(request)
+    services = services_of(request)
     _require_admin(identify(request), "clearing the cache")
     removed = await services.cache.clear() if services.cache is not None else 0
     return {"object": "cache.cleared", "removed": removed}
@@ -99,7 +95,7 @@ async def usage(request: Request, start_time: float | None = None, end_time: flo
                 caller: str | None = None) -> dict:
     """Per caller: a key sees its own, an admin everyone's; the window is unix seconds, the last
     24 hours by default."""
-    services = _services(request)
+    services = services_of(request)
     viewer = identify(request)
     end = time.time() if end_time is None else end_time
     start = end - 86_400 if start_time is None else start_time

@@ -15,6 +15,7 @@ from api.access import router as access_router
 from api.errors import install_error_handlers
 from api.middleware import BodyLimitAndRequestId
 from api.responses import router as responses_router
+from api.responses_background import BackgroundResponses
 from api.routes import router, unrouted
 from cache.redis_store import CacheUnavailable
 from monitor.metrics import Metrics
@@ -29,6 +30,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     """`on_engine_failure` is called if the engine cannot start, so the process can exit instead of
     answering 503 forever."""
 
+    background_responses = BackgroundResponses()  # the API's own: `background: true` responses
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if services.keyring.any_keys and not services.keyring.any_admin:
@@ -41,13 +44,12 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
                 log.error("%s", exc)
                 if on_engine_failure is not None:
                     on_engine_failure(exc)
-        if services.responses is not None:
-            try:
-                await services.responses.open()
-            except StoreUnavailable as exc:
-                log.error("%s", exc)
-                if on_engine_failure is not None:
-                    on_engine_failure(exc)
+        try:
+            await services.responses.open()
+        except StoreUnavailable as exc:
+            log.error("%s", exc)
+            if on_engine_failure is not None:
+                on_engine_failure(exc)
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]
@@ -70,12 +72,12 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             await services.engine.stop()
             if services.cache is not None:
                 await services.cache.close()
-            await services.background.stop()
-            if services.responses is not None:
-                await services.responses.close()
+            await background_responses.stop()
+            await services.responses.close()
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
+    app.state.background = background_responses
     app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu, services.pipeline.abandoned,
                                 services.pipeline.usage, services.pipeline.tool_calls)
     app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes,

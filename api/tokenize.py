@@ -7,13 +7,14 @@ from fastapi import Request
 
 from api.auth import identify
 from api.body import read_object, validate
+from api.deps import services_of
 from pipeline.params import TokenizeRequest
 from pipeline.prepare import check_model, check_ready
 from pipeline.tool_params import tool_use
 
 
 async def tokenize(request: Request) -> dict:
-    engine = request.app.state.services.engine
+    engine = services_of(request).engine
     identify(request)
     body = validate(await read_object(request), TokenizeRequest)
     if body.model is not None:

@@ -1,0 +1,20 @@
+"""What a route reaches, typed: the server's parts (built by wiring.py) and the API's own
+background responses, both kept on the app's state. As functions of the request, so a helper
+deep in a route reads them the same way a route's signature does (`Depends(services_of)`)."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from fastapi import Request
+
+from api.responses_background import BackgroundResponses
+from wiring import Services
+
+
+def services_of(request: Request) -> Services:
+    return cast(Services, request.app.state.services)
+
+
+def background_of(request: Request) -> BackgroundResponses:
+    return cast(BackgroundResponses, request.app.state.background)
