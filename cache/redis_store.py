@@ -52,7 +52,7 @@ class RedisResponseCache:
             await self._redis.aclose()
 
     async def get(self, key: CacheKey) -> CachedResponse | None:
-        raw = await self._call(self._redis.get(PREFIX + key.digest))
+        raw = await self._call(self._client().get(PREFIX + key.digest))
         entry = json.loads(raw) if raw else None
         if entry is None or entry["canonical"] != key.canonical:  # a hash collision never answers
             self.misses += 1
@@ -65,33 +65,33 @@ class RedisResponseCache:
         body = json.dumps({"canonical": key.canonical, "response": asdict(response)}, ensure_ascii=False)
         if len(body.encode()) > self.config.max_bytes:
             return
-        task = asyncio.create_task(self._call(self._redis.set(PREFIX + key.digest, body, ex=int(self.config.ttl_s))))
+        task = asyncio.create_task(self._call(self._client().set(PREFIX + key.digest, body, ex=int(self.config.ttl_s))))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 
     async def claim(self, key: CacheKey) -> bool:
         """True when this gateway may generate the answer; False while another one is at it (and
         True when Redis does not answer: nobody waits on a lock that cannot be read)."""
-        lock = self._redis.set(LOCK_PREFIX + key.digest, "1", nx=True, px=int(LOCK_S * 1000))
+        lock = self._client().set(LOCK_PREFIX + key.digest, "1", nx=True, px=int(LOCK_S * 1000))
         return bool(await self._call(lock, failed=True))  # None: another gateway holds it
 
     async def unclaim(self, key: CacheKey) -> None:
-        await self._call(self._redis.delete(LOCK_PREFIX + key.digest))
+        await self._call(self._client().delete(LOCK_PREFIX + key.digest))
 
     async def answer_of_another(self, key: CacheKey) -> CachedResponse | None:
         """Waits while another gateway holds the key; its answer, or None if it gave up."""
-        while await self._call(self._redis.exists(LOCK_PREFIX + key.digest)):
+        while await self._call(self._client().exists(LOCK_PREFIX + key.digest)):
             await asyncio.sleep(POLL_S)
-        raw = await self._call(self._redis.get(PREFIX + key.digest))
+        raw = await self._call(self._client().get(PREFIX + key.digest))
         if not raw:
             return None
         entry = json.loads(raw)
         return CachedResponse(**entry["response"]) if entry["canonical"] == key.canonical else None
 
     async def clear(self) -> int:
-        removed = 0
-        async for name in self._redis.scan_iter(match=PREFIX + "*", count=500):
-            removed += await self._redis.delete(name)
+        removed, redis = 0, self._client()
+        async for name in redis.scan_iter(match=PREFIX + "*", count=500):
+            removed += await redis.delete(name)
         return removed
 
     def shared_hit(self) -> None:
@@ -107,6 +107,11 @@ class RedisResponseCache:
         return {"object": "cache.stats", "enabled": True, "backend": "redis", "hits": self.hits,
                 "misses": self.misses, "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
                 "errors": self.errors, "ttl_s": self.config.ttl_s}
+
+    def _client(self) -> Redis:
+        if self._redis is None:
+            raise RuntimeError("the shared response cache is not open")
+        return self._redis
 
     async def _call(self, command: Any, failed: Any = None) -> Any:
         """A Redis that stops answering costs cache hits, never an answer (logged once each way)."""

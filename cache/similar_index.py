@@ -105,7 +105,10 @@ class SimilarIndex:
         """The most similar indexed request in the same partition that every guard lets through,
         or None. `skip(digest)`: candidates not to use (the request's own key, blocked pairings)."""
         scored = self.candidates(canonical, skip)
-        mine = features(split_canonical(canonical)[1]) if scored else None
+        split = split_canonical(canonical) if scored else None
+        if split is None:  # no candidates (a request that has some always splits)
+            return None
+        mine = features(split[1])
         for similarity, digest in scored[:self.max_candidates]:
             why = refusal(mine, features(self._entries[digest].text))
             if why is None:

@@ -121,7 +121,9 @@ class ResponseCache:
         if self.similar is None or self._db is None:
             return None
         match = self.similar.find(key)
-        entry = self._index.get(match.digest) if match is not None else None
+        if match is None:
+            return None
+        entry = self._index.get(match.digest)
         if entry is None or self.clock() - entry.created > self.config.ttl_s:
             return None
         row = await self._row(match.digest)
@@ -145,11 +147,13 @@ class ResponseCache:
         if row is not None:
             return row
         try:
-            async with self._db.execute("SELECT canonical, response FROM entries WHERE key = ?", (digest,)) as cur:
-                return await cur.fetchone()
+            async with self._connected().execute("SELECT canonical, response FROM entries WHERE key = ?",
+                                                 (digest,)) as cur:
+                found = await cur.fetchone()
         except sqlite3.Error as exc:
             log.warning("cache read failed: %s", exc)
             return None
+        return None if found is None else (found[0], found[1])
 
     def put(self, key: CacheKey, response: CachedResponse) -> None:
         """Store an answer; returns at once, the write happens in the background."""
@@ -228,27 +232,32 @@ class ResponseCache:
         await db.execute(_SCHEMA)
         await db.execute(_BLOCKS)
         self._db = db
-        await self._load_index()
+        await self._load_index(db)
         if self.similar is not None:
-            await self._load_similar()
+            await self._load_similar(db, self.similar)
 
-    async def _load_index(self) -> None:
+    async def _load_index(self, db: aiosqlite.Connection) -> None:
         self._index.clear()
         self._bytes = 0
-        async with self._db.execute("SELECT key, created, size FROM entries ORDER BY last_used") as cur:
+        async with db.execute("SELECT key, created, size FROM entries ORDER BY last_used") as cur:
             async for digest, created, size in cur:
                 self._index[digest] = _Indexed(created, size)
                 self._bytes += size
         self._evict()
 
-    async def _load_similar(self) -> None:
+    async def _load_similar(self, db: aiosqlite.Connection, similar: SimilarAnswers) -> None:
         """The similar index is rebuilt from the stored canonical requests (it survives restarts
         without a file of its own), in least-recently-used order like the entries."""
-        async with self._db.execute("SELECT key, canonical FROM entries ORDER BY last_used") as cur:
+        async with db.execute("SELECT key, canonical FROM entries ORDER BY last_used") as cur:
             rows = [(digest, canonical) async for digest, canonical in cur if digest in self._index]
-        self.similar.rebuild(rows)
-        async with self._db.execute("SELECT source, request FROM similar_blocks") as cur:
-            self.similar.load_blocks([tuple(row) async for row in cur])
+        similar.rebuild(rows)
+        async with db.execute("SELECT source, request FROM similar_blocks") as cur:
+            similar.load_blocks([tuple(row) async for row in cur])
+
+    def _connected(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise RuntimeError("the response cache is not open")
+        return self._db
 
     async def _close_db(self) -> None:
         if self._db is not None:
@@ -261,9 +270,10 @@ class ResponseCache:
             while not self._writes.empty() and len(batch) < 256:
                 batch.append(self._writes.get_nowait())
             try:
+                db = self._connected()
                 for sql, params in batch:
-                    await self._db.execute(sql, params)
-                await self._db.commit()
+                    await db.execute(sql, params)
+                await db.commit()
             except sqlite3.Error as exc:
                 log.warning("cache write failed: %s", exc)
             finally:

@@ -147,7 +147,7 @@ class OpenAIUpstreamEngine:
         headers = {"Authorization": f"Bearer {upstream.api_key}"} if upstream.api_key else {}
         headers["X-Request-ID"] = request_id
         try:
-            async with self._client.stream("POST", upstream.url + "/chat/completions", json=body,
+            async with self._http().stream("POST", upstream.url + "/chat/completions", json=body,
                                            headers=headers) as response:
                 if response.status_code >= 500 or response.status_code in (408, 429):
                     raise UpstreamUnavailable(f"{upstream.url} answered {response.status_code}")
@@ -157,6 +157,11 @@ class OpenAIUpstreamEngine:
                     yield delta
         except httpx.HTTPError as exc:
             raise UpstreamUnavailable(f"{upstream.url}: {type(exc).__name__} {exc}".strip()) from None
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise EngineError("engine is not running")
+        return self._client
 
     async def _deltas(self, response: httpx.Response) -> AsyncIterator[Delta]:
         async for delta in sse_deltas(response.aiter_lines()):
@@ -190,7 +195,7 @@ class OpenAIUpstreamEngine:
     async def _discover(self) -> bool:
         for upstream in self.pool.upstreams:
             try:
-                response = await self._client.get(upstream.url + "/models", headers=_auth(upstream), timeout=5)
+                response = await self._http().get(upstream.url + "/models", headers=_auth(upstream), timeout=5)
                 model = response.json()["data"][0]
             except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
                 continue
@@ -215,12 +220,12 @@ class OpenAIUpstreamEngine:
     async def _probe(self, upstream: Upstream, check_health: bool, read_metrics: bool) -> None:
         try:
             if check_health:
-                response = await self._client.get(upstream.url + "/models", headers=_auth(upstream), timeout=5)
+                response = await self._http().get(upstream.url + "/models", headers=_auth(upstream), timeout=5)
                 response.raise_for_status()
                 if self.pool.succeeded(upstream):
                     log.warning("upstream %s is back", upstream.url)
             if read_metrics and upstream.healthy:
-                metrics = await self._client.get(upstream.root + "/metrics", timeout=5)
+                metrics = await self._http().get(upstream.root + "/metrics", timeout=5)
                 if metrics.status_code == 200:
                     read_vllm_metrics(upstream, metrics.text)
         except httpx.HTTPError as exc:

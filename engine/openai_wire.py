@@ -7,10 +7,10 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from core.types import Delta, GenParams, TokenLogprob, ToolCallDelta
+from core.types import Delta, FinishReason, GenParams, TokenLogprob, ToolCallDelta
 from engine.base import EngineError
 
-_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 def sampling_fields(params: GenParams) -> dict[str, Any]:
@@ -20,7 +20,7 @@ def sampling_fields(params: GenParams) -> dict[str, Any]:
              "top_k": params.top_k, "min_p": params.min_p, "min_tokens": params.min_tokens,
              "ignore_eos": params.ignore_eos, "stop_token_ids": params.stop_token_ids,
              "logit_bias": {str(k): v for k, v in (params.logit_bias or {}).items()}}
-    out = {k: v for k, v in given.items() if v}
+    out: dict[str, Any] = {k: v for k, v in given.items() if v}
     if params.logprobs is not None:
         out.update(logprobs=True, top_logprobs=params.logprobs)
     if params.structured is not None:
@@ -83,7 +83,7 @@ class ChunkReader:
             self.done = True
         return out
 
-    def finish_reason(self) -> str:
+    def finish_reason(self) -> FinishReason:
         return _FINISH.get(self.finish or "stop", "stop")
 
 

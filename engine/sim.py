@@ -20,7 +20,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
-from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool
+from core.types import ChatMessage, Delta, FinishReason, GenParams, Prompt, TokenLogprob, Tool
 from engine import sim_script
 from engine.base import Capabilities, EngineError, EngineOutOfMemory, EngineRejected, EngineStats
 from engine.harmony import split_channels
@@ -166,7 +166,7 @@ class SimEngine:
         self._write_script(seq, given["after_tool"])
         self._sequences[request_id] = seq
         heapq.heappush(self._waiting, (params.priority, next(self._order), request_id))
-        self._wake.set()
+        self._wake_event().set()
         return seq
 
     def _write_script(self, seq: _Sequence, after_tool: bool) -> None:
@@ -198,6 +198,11 @@ class SimEngine:
             seq.out.put_nowait(last)
         self._release(seq)
 
+    def _wake_event(self) -> asyncio.Event:
+        if self._wake is None:
+            raise EngineError("engine is not running")
+        return self._wake
+
     def _release(self, seq: _Sequence) -> None:
         if seq in self._running:
             self._running.remove(seq)
@@ -207,8 +212,9 @@ class SimEngine:
         while True:
             self._admit_waiting()
             if not self._running:
-                self._wake.clear()
-                await self._wake.wait()
+                wake = self._wake_event()
+                wake.clear()
+                await wake.wait()
                 continue
             await asyncio.sleep(self._step_seconds())
             for seq in list(self._running):
@@ -249,7 +255,7 @@ class SimEngine:
             return
         seq.text += piece
         logprobs = self._logprobs(seq, piece)
-        reason = "length" if seq.generated >= seq.params.max_tokens else None
+        reason: FinishReason | None = "length" if seq.generated >= seq.params.max_tokens else None
         if reason is None and seq.scripted:
             reason = "stop" if seq.generated >= len(seq.script) else None
         elif reason is None and self.config.natural_stop and seq.generated >= seq.natural_len:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
-from core.types import ChatMessage, Delta, GenParams, Prompt, TokenLogprob, Tool, ToolFormat
+from core.types import ChatMessage, Delta, FinishReason, GenParams, Prompt, TokenLogprob, Tool, ToolFormat
 from engine.base import Capabilities, EngineError, EngineStats
 from engine.chat_template import message_dicts, template_for_tools, tool_dicts, tool_format
 from engine.harmony import CHANNEL, MESSAGE, split_channels
@@ -28,7 +28,7 @@ from settings.schema import EngineConfig, VllmConfig
 
 log = logging.getLogger("gpt_oss_webui.engine")
 
-_FINISH = {"stop": "stop", "length": "length", "abort": "abort"}
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
 
 
 # A seeded request gets its own torch generator; when vLLM drops a token sampled for a prompt it

@@ -69,21 +69,20 @@ class CachePath:
         hit = await self.cache.get(plan.key)
         if hit is not None:
             return hit
-        if plan.similar_ok and (similar := await self._similar(plan)) is not None:
+        if plan.similar_ok and (similar := await self._similar(plan, plan.key)) is not None:
             return similar
         leader = self.flight.follow(plan.key.digest)
         if leader is None:
             plan.leader = True
-            return await self._across_gateways(plan)
+            return await self._across_gateways(plan, plan.key)
         shared = await asyncio.shield(leader)  # None when the leader failed: generate on our own
         if shared is not None:
             self.cache.shared_hit()  # served as a hit, so the stats count it as one
         return shared
 
-    async def _similar(self, plan: CachePlan) -> CachedResponse | None:
+    async def _similar(self, plan: CachePlan, key: CacheKey) -> CachedResponse | None:
         """After an exact miss, the answer to a similar request (SQLite cache with `cache.similar`)."""
-        get_similar = getattr(self.cache, "get_similar", None)
-        found = await get_similar(plan.key) if get_similar is not None else None
+        found = await self.cache.get_similar(key) if isinstance(self.cache, ResponseCache) else None
         if found is None:
             return None
         answer, plan.similar = found
@@ -91,7 +90,7 @@ class CachePath:
 
     def served(self, plan: CachePlan, response_id: str) -> None:
         """A similar hit went out as `response_id`: feedback may name it."""
-        similar = getattr(self.cache, "similar", None)
+        similar = self.cache.similar if isinstance(self.cache, ResponseCache) else None
         if plan.pairing is not None and similar is not None:
             similar.served(response_id, plan.pairing)
 
@@ -100,24 +99,24 @@ class CachePath:
         """A similar hit reported wrong by the id it went out as: its pairing is never served again
         (and whether this report was its first). None where no recent hit went out as that id, or
         the hit is not of `source` or not for the request whose key is `request`."""
-        similar = getattr(self.cache, "similar", None)
-        pairing = similar.pairing_of(response_id) if similar is not None else None
+        if not isinstance(self.cache, ResponseCache) or self.cache.similar is None:
+            return None
+        pairing = self.cache.similar.pairing_of(response_id)
         if pairing is None or source not in (None, pairing.source) or request not in (None, pairing.request):
             return None
         return pairing, self.cache.block(pairing)
 
-    async def _across_gateways(self, plan: CachePlan) -> CachedResponse | None:
+    async def _across_gateways(self, plan: CachePlan, key: CacheKey) -> CachedResponse | None:
         """With a shared cache, one gateway generates and the others wait for its answer."""
-        claim = getattr(self.cache, "claim", None)
-        if claim is None:
+        if not isinstance(self.cache, RedisResponseCache):
             return None
-        if await claim(plan.key):
+        if await self.cache.claim(key):
             plan.claimed = True
             return None
-        shared = await self.cache.answer_of_another(plan.key)
+        shared = await self.cache.answer_of_another(key)
         if shared is not None:
             self.cache.shared_hit()
-            self.flight.finish(plan.key.digest, shared)
+            self.flight.finish(key.digest, shared)
             plan.leader = False
         return shared
 
@@ -138,11 +137,13 @@ class CachePath:
             self.flight.finish(plan.key.digest, None)
         if plan.claimed:
             plan.claimed = False
-            asyncio.ensure_future(self._unclaim(plan.key))
+            if plan.key is not None and isinstance(self.cache, RedisResponseCache):  # only a shared cache claims
+                asyncio.ensure_future(self._unclaim(self.cache, plan.key))
 
-    async def _unclaim(self, key: CacheKey) -> None:
-        await self.cache.flush()
-        await self.cache.unclaim(key)
+    @staticmethod
+    async def _unclaim(cache: RedisResponseCache, key: CacheKey) -> None:
+        await cache.flush()
+        await cache.unclaim(key)
 
 
 _NOT_IN_OPTIONS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",

@@ -7,7 +7,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 
 from cache.similar_index import Match
@@ -183,7 +183,7 @@ class ChatRun:
             return self.hit.prompt_tokens
         return self.ticket.request.prompt.num_tokens if self.ticket is not None else 0
 
-    async def events(self) -> AsyncIterator[Event]:
+    async def events(self) -> AsyncGenerator[Event, None]:
         try:
             if self.hit is not None:
                 for event in _replay(self.hit, self.priority, self.plan.similar):
@@ -217,6 +217,8 @@ class ChatRun:
 
     async def _from_ticket(self) -> AsyncIterator[Event]:
         ticket, scheduler = self.ticket, self.pipeline.scheduler
+        if ticket is None:
+            raise RuntimeError("a run the cache did not answer has a ticket: start() submits it")
         body = self.call.params
         answer, wait = Answer(body.logprobs_count is not None, body.parallel_tool_calls is False), 0.0
         first_token_at: float | None = None

@@ -19,6 +19,7 @@ from pipeline.responses_request import (
     NamedFunction,
     ReasoningItem,
     ResponsesRequest,
+    TextFormat,
     json_schema_format,
 )
 
@@ -36,7 +37,7 @@ def chat_request(body: ResponsesRequest, items: list[Item], tools: list[Function
         fields["tool_choice"] = _tool_choice(body.tool_choice)
         fields["parallel_tool_calls"] = body.parallel_tool_calls
     if body.text is not None and body.text.format is not None:
-        fields["response_format"] = _response_format(body)
+        fields["response_format"] = _response_format(body.text.format)
     return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
@@ -77,8 +78,7 @@ def _tool_choice(choice: str | NamedFunction | None) -> Any:
     return choice
 
 
-def _response_format(body: ResponsesRequest) -> dict:
-    fmt = body.text.format
+def _response_format(fmt: TextFormat) -> dict:
     if fmt.type != "json_schema":
         return {"type": fmt.type}
     spec = json_schema_format(fmt)

@@ -226,18 +226,22 @@ def parse_item(raw: dict[str, Any], where: str) -> Item:
 def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[CustomTool], list[str]]:
     """The function and custom tools the model is shown, and the hosted kinds it is not (named back
     to the client in a header: clients such as Codex always send some)."""
-    functions, custom, hosted = [], [], []
+    functions: list[FunctionTool] = []
+    custom: list[CustomTool] = []
+    hosted: list[str] = []
     for i, raw in enumerate(body.tools or ()):
         kind = raw.get("type")
         if kind in HOSTED_TOOLS:
             hosted.append(str(raw.get("name") or kind))
             continue
-        model = {"function": FunctionTool, "custom": CustomTool}.get(kind)
-        if model is None:
+        if kind not in ("function", "custom"):
             raise ResponsesInputError(f"tools.{i}.type", f"tools of type {kind!r} are not supported; send function "
                                       f"or custom tools", "unsupported_parameter")
         try:
-            (functions if kind == "function" else custom).append(model.model_validate(raw))
+            if kind == "function":
+                functions.append(FunctionTool.model_validate(raw))
+            else:
+                custom.append(CustomTool.model_validate(raw))
         except ValidationError as exc:
             param, message = describe(exc)
             raise ResponsesInputError(f"tools.{i}.{param}", message) from None

@@ -65,7 +65,7 @@ class SharedCounts:
     async def sync(self) -> None:
         pending, self._pending = self._pending, defaultdict(list)
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with self._client().pipeline(transaction=False) as pipe:
                 for (name, kind), adds in pending.items():
                     for slot, amount in adds:
                         key = self._key(name, kind, slot)
@@ -78,8 +78,8 @@ class SharedCounts:
                 log.warning("shared limits: %s; counting here until Redis answers", exc)
             self.errors += 1
             self._down = True
-            for key, adds in pending.items():  # pushed again next time (an add may count twice)
-                self._pending[key][:0] = adds
+            for name_kind, adds in pending.items():  # pushed again next time (an add may count twice)
+                self._pending[name_kind][:0] = adds
             return
         if self._down:
             log.warning("shared limits: Redis answers again")
@@ -89,7 +89,7 @@ class SharedCounts:
     async def _read_totals(self) -> dict[tuple[str, str], int]:
         names = sorted(self._names)
         window = [self._slot("requests") - i for i in range(WINDOW)]
-        async with self._redis.pipeline(transaction=False) as pipe:
+        async with self._client().pipeline(transaction=False) as pipe:
             for name in names:
                 pipe.mget([self._key(name, "requests", s) for s in window])
                 pipe.mget([self._key(name, "tokens", s) for s in window])
@@ -102,6 +102,11 @@ class SharedCounts:
             out[(name, "tokens")] = sum(int(v) for v in tokens if v)
             out[(name, "day")] = int(day or 0)
         return out
+
+    def _client(self) -> Redis:
+        if self._redis is None:
+            raise RuntimeError("shared rate-limit counts are not running")
+        return self._redis
 
     def _slot(self, kind: str) -> int:
         return int(self.clock() // (DAY_S if kind == "day" else 1))

@@ -80,7 +80,7 @@ class SharedUsage:
     async def _push(self, pending: PerMinute, retention_s: float) -> None:
         if not pending:
             return
-        async with self._redis.pipeline(transaction=False) as pipe:
+        async with self._client().pipeline(transaction=False) as pipe:
             for minute, callers in pending.items():
                 key = f"{PREFIX}{minute}"
                 for caller, entry in callers.items():
@@ -94,11 +94,16 @@ class SharedUsage:
             await pipe.execute()
 
     async def _kept_minutes(self) -> set[int]:
-        return {int(key.decode().removeprefix(PREFIX)) async for key in self._redis.scan_iter(f"{PREFIX}*", count=1000)}
+        return {int(key.decode().removeprefix(PREFIX)) async for key in self._client().scan_iter(f"{PREFIX}*", count=1000)}
+
+    def _client(self) -> Redis:
+        if self._redis is None:
+            raise RuntimeError("shared usage is not running")
+        return self._redis
 
     async def _read(self, minutes: set[int]) -> PerMinute:
         ordered = sorted(minutes)
-        async with self._redis.pipeline(transaction=False) as pipe:
+        async with self._client().pipeline(transaction=False) as pipe:
             for minute in ordered:
                 pipe.hgetall(f"{PREFIX}{minute}")
             answers = await pipe.execute()

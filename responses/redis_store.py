@@ -49,23 +49,23 @@ class RedisResponseStore(ChainedStore):
     async def put(self, stored: StoredResponse) -> None:
         entry = {"caller": stored.caller, "created": stored.created, "previous_id": stored.previous_id,
                  "response": stored.response, "input_items": stored.input_items, "owner": self.owner}
-        now = self.clock()
-        async with self._redis.pipeline(transaction=True) as tx:
+        now, redis = self.clock(), self._client()
+        async with redis.pipeline(transaction=True) as tx:
             tx.set(PREFIX + stored.id, json.dumps(entry, ensure_ascii=False), px=int(self.ttl_s * 1000))
             tx.zadd(BY_AGE, {stored.id: stored.created})
             tx.zremrangebyscore(BY_AGE, "-inf", now - self.ttl_s)
             tx.zcard(BY_AGE)
             count = (await self._run(tx.execute()))[-1]
         if count > self.max_responses:
-            oldest = await self._run(self._redis.zpopmin(BY_AGE, count - self.max_responses))
-            await self._run(self._redis.delete(*(PREFIX + rid.decode() for rid, _ in oldest)))
+            oldest = await self._run(redis.zpopmin(BY_AGE, count - self.max_responses))
+            await self._run(redis.delete(*(PREFIX + rid.decode() for rid, _ in oldest)))
 
     async def update(self, response_id: str, caller: str, response: dict) -> None:
         entry = await self._entry(response_id, caller)
         if entry is not None:
             entry["response"] = response
-            await self._run(self._redis.set(PREFIX + response_id, json.dumps(entry, ensure_ascii=False),
-                                            keepttl=True))
+            await self._run(self._client().set(PREFIX + response_id, json.dumps(entry, ensure_ascii=False),
+                                               keepttl=True))
 
     async def get(self, response_id: str, caller: str) -> StoredResponse | None:
         entry = await self._entry(response_id, caller)
@@ -77,22 +77,28 @@ class RedisResponseStore(ChainedStore):
     async def delete(self, response_id: str, caller: str) -> bool:
         if await self._entry(response_id, caller) is None:
             return False
-        await self._run(self._redis.delete(PREFIX + response_id))
-        await self._run(self._redis.zrem(BY_AGE, response_id))
+        await self._run(self._client().delete(PREFIX + response_id))
+        await self._run(self._client().zrem(BY_AGE, response_id))
         return True
 
     async def _entry(self, response_id: str, caller: str) -> dict | None:
-        raw = await self._run(self._redis.get(PREFIX + response_id))
+        raw = await self._run(self._client().get(PREFIX + response_id))
         entry = json.loads(raw) if raw else None
         return entry if entry is not None and entry["caller"] == caller else None
 
     async def _fail_unfinished(self) -> None:
         """This gateway's background responses that its last process did not finish."""
-        async for key in self._redis.scan_iter(match=PREFIX + "*", count=500):
-            entry = json.loads(await self._redis.get(key) or "null")
+        redis = self._client()
+        async for key in redis.scan_iter(match=PREFIX + "*", count=500):
+            entry = json.loads(await redis.get(key) or "null")
             if entry and entry.get("owner") == self.owner and entry["response"].get("status") in UNFINISHED:
                 entry["response"] = failed_by_a_stop(entry["response"])
-                await self._redis.set(key, json.dumps(entry, ensure_ascii=False), keepttl=True)
+                await redis.set(key, json.dumps(entry, ensure_ascii=False), keepttl=True)
+
+    def _client(self) -> Redis:
+        if self._redis is None:
+            raise RuntimeError("the shared response store is not open")
+        return self._redis
 
     async def _run(self, command: Any) -> Any:
         try:

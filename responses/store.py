@@ -112,7 +112,7 @@ class ResponseStore(ChainedStore):
         db = self._connected()
         async with db.execute("SELECT id, response FROM responses WHERE json_extract(response, '$.status') "
                               "IN ('queued', 'in_progress')") as cur:
-            rows = await cur.fetchall()
+            rows = list(await cur.fetchall())
         for response_id, text in rows:
             await db.execute("UPDATE responses SET response = ? WHERE id = ?",
                              (json.dumps(failed_by_a_stop(json.loads(text))), response_id))
@@ -124,7 +124,8 @@ class ResponseStore(ChainedStore):
         await db.execute(_SCHEMA)
         await db.execute(_BY_AGE)
         async with db.execute("SELECT COUNT(*) FROM responses") as cur:
-            self._count = (await cur.fetchone())[0]
+            row = await cur.fetchone()
+        self._count = row[0] if row is not None else 0  # COUNT(*) always has its row
 
     async def close(self) -> None:
         if self._db is not None:

@@ -58,7 +58,10 @@ def groups(model: type[BaseModel] = Config) -> list[Group]:
     defaults = Config().model_dump()
     out: list[Group] = []
     for name, info in model.model_fields.items():
-        out += _walk(_model_of(info.annotation), name, defaults[name], _intro(info, _model_of(info.annotation)))
+        section = _model_of(info.annotation)
+        if section is None:
+            raise TypeError(f"config key {name!r} is not a section: the top level holds sections only")
+        out += _walk(section, name, defaults[name], _intro(info, section))
     return out
 
 
