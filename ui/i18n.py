@@ -4,7 +4,7 @@ I18n) until the page's Language switch is used; messages built while answering f
 from __future__ import annotations
 
 EN = {
-    "title": "GPT-OSS WebUI", "chat": "Chat", "monitor": "Monitor", "batch": "Batch",
+    "chat": "Chat", "monitor": "Monitor", "batch": "Batch",
     "system_prompt": "System prompt", "message": "Message", "message_hint": "Ask anything (Enter to send)",
     "send": "Send", "stop": "Stop", "retry": "Retry", "clear": "Clear", "advanced": "Advanced settings",
     "priority": "Priority", "max_tokens": "Max tokens", "temperature": "Temperature", "top_p": "Top p",
@@ -24,7 +24,7 @@ EN = {
 }
 
 ZH = {
-    "title": "GPT-OSS WebUI", "chat": "对话", "monitor": "监控", "batch": "批量",
+    "chat": "对话", "monitor": "监控", "batch": "批量",
     "system_prompt": "系统提示词", "message": "消息", "message_hint": "输入问题（回车发送）",
     "send": "发送", "stop": "停止", "retry": "重试", "clear": "清空", "advanced": "高级设置",
     "priority": "优先级", "max_tokens": "最大生成长度", "temperature": "温度", "top_p": "Top p",
