@@ -4,8 +4,9 @@ The simulator writes tool-call arguments and structured outputs as a constrained
 would: valid against the client's schema (the Draft 2020-12 subset tools and response_format use)
 and the same for the same seed, so tests can assert on them. What it cannot satisfy (a `pattern`
 none of its candidates match, bounds that cannot be met) raises ValueError, never an invalid value.
-Patterns run on the `regex` module under one time budget per value: a backtracking pattern a client
-sends costs a few milliseconds of the event loop, then a ValueError.
+One value has one time budget, patterns (run on the `regex` module) included: a schema that
+backtracks, or nests retries many levels deep, costs the event loop a fifth of a second at most,
+then a ValueError.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ Schema = dict[str, Any] | bool
 
 SOFT_DEPTH = 8  # past this: minimal values (required-only objects, shortest arrays, null if allowed)
 _HARD_DEPTH = 64  # past this the schema recurses with no way out
-PATTERN_BUDGET_S = 0.05  # for every `pattern` match of one value together
+SAMPLE_BUDGET_S = 0.2  # for one value, every `pattern` match included
+_LONGEST = 65_536  # characters or items: a larger minLength or minItems is not sampled
 _WORDS = ("sunny", "river", "apple", "cloud", "maple", "ocean", "tiger", "lemon", "stone", "piano",
           "amber", "delta", "cedar", "coral", "eagle", "frost", "grape", "lunar", "mango", "north")
 _PATTERN_TRIES = ("abc", "ABC", "x", "12345", "42", "a1b2", "USD", "2024-05-17", "12:30", "alex@example.com",
@@ -46,6 +48,10 @@ _FORMATS: dict[str, Callable[[random.Random], str]] = {
     "email": lambda r: f"{r.choice(_WORDS)}@example.com", "hostname": lambda r: f"{r.choice(_WORDS)}.example.com",
     "uuid": lambda r: str(uuid.UUID(int=r.getrandbits(128), version=4)),
     "uri": lambda r: f"https://example.com/{r.choice(_WORDS)}", "ipv4": lambda r: f"192.0.2.{r.randint(1, 254)}"}
+
+
+class OutOfTime(ValueError):
+    pass
 
 
 def sample(schema: Schema, rng: random.Random) -> Any:
@@ -78,11 +84,13 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 class _Sampler:
     def __init__(self, root: Schema, rng: random.Random) -> None:
         self.root, self.rng = root, rng
-        self.deadline = time.monotonic() + PATTERN_BUDGET_S
+        self.deadline = time.monotonic() + SAMPLE_BUDGET_S
 
     def gen(self, schema: Schema, depth: int) -> Any:
         if depth > _HARD_DEPTH:
             raise ValueError("schema recursion has no finite value")
+        if time.monotonic() > self.deadline:
+            raise OutOfTime(f"no value found within {SAMPLE_BUDGET_S:g} s")
         s = self.flat(schema, 0)
         if "const" in s or "enum" in s:
             if not s.get("enum", [None]):
@@ -123,6 +131,8 @@ class _Sampler:
         for branch in branches:
             try:
                 return self.gen(_merge(rest, branch), depth + 1)
+            except OutOfTime:
+                raise
             except ValueError:
                 continue
         raise ValueError(f"no {key} branch can be satisfied")
@@ -140,7 +150,7 @@ class _Sampler:
     def make_array(self, s: dict[str, Any], depth: int) -> list[Any]:
         prefix, items, lo = s.get("prefixItems", []), s.get("items", True), s.get("minItems", 0)
         hi = min(s.get("maxItems", lo + 3), lo + 3, len(prefix) if items is False else lo + 3)
-        if hi < lo:
+        if hi < lo or lo > _LONGEST:
             raise ValueError("array length bounds cannot be met")
         out: list[Any] = []
         for i in range(lo if depth >= SOFT_DEPTH else self.rng.randint(min(max(lo, 1), hi), hi)):
@@ -155,7 +165,7 @@ class _Sampler:
 
     def make_string(self, s: dict[str, Any], depth: int) -> str:
         lo, hi, fmt = s.get("minLength", 0), s.get("maxLength", math.inf), _FORMATS.get(s.get("format", ""))
-        if lo > hi:
+        if lo > hi or lo > _LONGEST:
             raise ValueError("string length bounds cannot be met")
         text = fmt(self.rng) if fmt else self.rng.choice(_WORDS)
         while len(text) < lo:
@@ -168,14 +178,16 @@ class _Sampler:
             try:
                 if lo <= len(candidate) <= hi and self.matches(pattern, candidate):
                     return candidate
-            except (regex.error, TimeoutError):
+            except regex.error:
                 break
+            except TimeoutError:
+                raise OutOfTime(f"no value found within {SAMPLE_BUDGET_S:g} s") from None
         raise ValueError(f"cannot produce a string matching pattern {pattern[:200]!r}")
 
     def matches(self, pattern: str, text: str) -> bool:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise TimeoutError
+            raise OutOfTime(f"no value found within {SAMPLE_BUDGET_S:g} s")
         return regex.search(pattern, text, timeout=left) is not None
 
     def make_number(self, s: dict[str, Any], depth: int, integer: bool = False) -> int | float:

@@ -6,7 +6,8 @@ page, is what keeps one user's conversations from another. Each message is commi
 written, so a `kill -9` loses at most the unsaved tail of an answer still streaming; an answer
 that was streaming when the server died is marked `interrupted` when the file is next opened.
 Bounded per owner (`max_conversations`, least recently used first) and per conversation
-(`max_messages`, oldest first)."""
+(`max_messages`, oldest first); an import, written whole in one transaction or not at all, is
+refused rather than pushing anything out."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import aiosqlite
 
@@ -38,8 +39,22 @@ _SCHEMA = (
         reason TEXT NOT NULL, created REAL NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
 )
+_INSERT_MESSAGE = ("INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, "
+                   "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 STREAMING, INTERRUPTED = "streaming", "interrupted"
+ROLES = ("user", "assistant")
+OUTCOMES = ("", "done", "stopped", "refused", "failed", STREAMING, INTERRUPTED)
 TITLE_CHARS = 80
+
+
+class ImportProblem(ValueError):
+    """Why an import was refused, as a message key and its values: the page words it in the
+    reader's language, and Python's own text never reaches the user."""
+
+    def __init__(self, code: str, **values: object) -> None:
+        super().__init__(code, values)
+        self.code = code
+        self.values = values
 
 
 @dataclass(slots=True)
@@ -55,6 +70,16 @@ class StoredMessage:
     reason: str = ""
     created: float = 0.0
     id: int | None = None
+
+
+@dataclass(slots=True)
+class Imported:
+    """A conversation read from a file and checked (ui.history_import), not stored yet."""
+
+    title: str
+    settings: dict[str, Any]
+    messages: list[StoredMessage]
+    created: float | None = None
 
 
 @dataclass(slots=True)
@@ -183,11 +208,9 @@ class HistoryStore:
             if not await self._owns(db, owner, conversation_id):
                 return None
             created = message.created or self.clock()
-            cursor = await db.execute(
-                "INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, message.role, message.content, message.reasoning, json.dumps(message.details),
-                 message.outcome, message.reason, created))
+            cursor = await db.execute(_INSERT_MESSAGE, (
+                conversation_id, message.role, message.content, message.reasoning, json.dumps(message.details),
+                message.outcome, message.reason, created))
             await self._touch(db, conversation_id, created)
             await db.execute("DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
                              "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?)",
@@ -226,24 +249,26 @@ class HistoryStore:
             await db.commit()
             return True
 
-    async def import_conversation(self, owner: str, title: str, settings: dict[str, Any],
-                                  messages: list[StoredMessage], created: float | None = None) -> str:
-        """One imported conversation, committed whole."""
-        conversation_id = uuid.uuid4().hex
-        now = self.clock()
-        created = created or now
+    async def import_conversations(self, owner: str, items: Sequence[Imported]) -> list[str]:
+        """A file's conversations in one transaction: all of them, or on any error none, rolled
+        back before the lock is let go so that no later write commits half an import. The bound
+        evicts nothing for an import: one that would push out earlier conversations is refused."""
+        ids = [uuid.uuid4().hex for _ in items]
         async with self._lock:
             db = self._need()
-            await db.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
-                             (conversation_id, owner, title_from(title), created, now, json.dumps(settings)))
-            await db.executemany(
-                "INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(conversation_id, m.role, m.content, m.reasoning, json.dumps(m.details),
-                  INTERRUPTED if m.outcome == STREAMING else m.outcome, m.reason, m.created or created)
-                 for m in messages[-self.config.max_messages:]])
-            await self._bound_conversations(db, owner)
-            await db.commit()
+            try:
+                await self._room_for(db, owner, items)
+                await self._insert(db, owner, list(zip(ids, items)))
+                await db.commit()
+            except BaseException:  # a cancelled import too
+                await db.rollback()
+                raise
+        return ids
+
+    async def import_conversation(self, owner: str, title: str, settings: dict[str, Any],
+                                  messages: list[StoredMessage], created: float | None = None) -> str:
+        """One conversation, as import_conversations writes a file's (bench/history.py fills with it)."""
+        (conversation_id,) = await self.import_conversations(owner, [Imported(title, settings, messages, created)])
         return conversation_id
 
     async def _change(self, sql: str, args: tuple) -> bool:
@@ -277,3 +302,32 @@ class HistoryStore:
         for conversation_id in old:
             await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+
+    async def _room_for(self, db: aiosqlite.Connection, owner: str, items: Sequence[Imported]) -> None:
+        """An ImportProblem where the import does not fit beside what the owner keeps."""
+        limit, longest = self.config.max_conversations, self.config.max_messages
+        if len(items) > limit:
+            raise ImportProblem("too_many_conversations", n=len(items), limit=limit)
+        for n, item in enumerate(items, 1):
+            if len(item.messages) > longest:
+                raise ImportProblem("too_many_messages", conversation=n, n=len(item.messages), limit=longest)
+        async with db.execute("SELECT count(*) FROM conversations WHERE owner = ?", (owner,)) as cursor:
+            row = await cursor.fetchone()
+        held = row[0] if row is not None else 0
+        if held + len(items) > limit:
+            raise ImportProblem("would_drop", n=held + len(items) - limit, limit=limit)
+
+    async def _insert(self, db: aiosqlite.Connection, owner: str, pairs: list[tuple[str, Imported]]) -> None:
+        """Every row built first (a value JSON cannot hold fails before any write), then two inserts."""
+        now = self.clock()
+        conversations: list[tuple] = []
+        messages: list[tuple] = []
+        for conversation_id, item in reversed(pairs):  # the file's first conversation ends up at the top
+            created = item.created or now
+            conversations.append((conversation_id, owner, title_from(item.title), created, now,
+                                  json.dumps(item.settings)))
+            messages += [(conversation_id, m.role, m.content, m.reasoning, json.dumps(m.details),
+                          INTERRUPTED if m.outcome == STREAMING else m.outcome, m.reason, m.created or created)
+                         for m in item.messages]
+        await db.executemany("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)", conversations)
+        await db.executemany(_INSERT_MESSAGE, messages)

@@ -4,7 +4,7 @@ I18n) until the page's Language switch is used; messages built while answering f
 from __future__ import annotations
 
 EN = {
-    "title": "GPT-OSS WebUI", "chat": "Chat", "monitor": "Monitor", "batch": "Batch",
+    "chat": "Chat", "monitor": "Monitor", "batch": "Batch",
     "system_prompt": "System prompt", "message": "Message", "message_hint": "Ask anything (Enter to send)",
     "send": "Send", "stop": "Stop", "retry": "Retry", "clear": "Clear", "advanced": "Advanced settings",
     "priority": "Priority", "max_tokens": "Max tokens", "temperature": "Temperature", "top_p": "Top p",
@@ -24,7 +24,7 @@ EN = {
 }
 
 ZH = {
-    "title": "GPT-OSS WebUI", "chat": "对话", "monitor": "监控", "batch": "批量",
+    "chat": "对话", "monitor": "监控", "batch": "批量",
     "system_prompt": "系统提示词", "message": "消息", "message_hint": "输入问题（回车发送）",
     "send": "发送", "stop": "停止", "retry": "重试", "clear": "清空", "advanced": "高级设置",
     "priority": "优先级", "max_tokens": "最大生成长度", "temperature": "温度", "top_p": "Top p",
@@ -61,7 +61,23 @@ MESSAGES = {
         "details": "Details", "not_found": "That conversation is not there (deleted, or not yours).",
         "renamed": "Renamed.", "deleted": "Deleted.", "nothing_to_export": "Nothing to export yet.",
         "exported": "{n} conversation(s) exported.", "history_off": "History is not kept for this page.",
-        "import_failed": "Could not import: {problem}", "imported": "{n} conversation(s) imported.",
+        "import_failed": "Could not import: {problem} Nothing was imported.",
+        "imported": "{n} conversation(s) imported.",
+        "import_not_json": "the file is not JSON (UTF-8).",
+        "import_too_deep": "the file nests too deeply to be a conversations export.",
+        "import_unknown_format": "it is neither this page's export nor ChatGPT's conversations.json.",
+        "import_bad_file_field": "`{field}` is missing or is not a list.",
+        "import_bad_field": "conversation {conversation} in the file: `{field}` is missing or has the wrong type "
+                            "or value.",
+        "import_too_long": "conversation {conversation} in the file: `{field}` is longer than {limit} characters.",
+        "import_unreadable": "conversation {conversation} in the file could not be read.",
+        "import_too_many_conversations": "the file holds {n} conversations; at most {limit} are kept per user.",
+        "import_too_many_messages": "conversation {conversation} in the file has {n} messages; at most {limit} "
+                                    "are kept per conversation.",
+        "import_would_drop": "this import would push out {n} of your earlier conversations (at most {limit} are "
+                             "kept); delete some first or import fewer.",
+        "import_not_uploaded": "that file was not uploaded from this page: upload it again.",
+        "import_not_written": "the history could not be written just now.",
         "stopped_reason": "stopped before the end", "outcome_stopped": "stopped", "outcome_refused": "refused",
         "outcome_failed": "failed", "outcome_interrupted": "interrupted", "outcome_streaming": "being written",
     },
@@ -82,7 +98,19 @@ MESSAGES = {
         "details": "详情", "not_found": "该对话不存在（已删除，或不属于你）。",
         "renamed": "已重命名。", "deleted": "已删除。", "nothing_to_export": "暂无可导出的对话。",
         "exported": "已导出 {n} 个对话。", "history_off": "此页面不保存对话记录。",
-        "import_failed": "导入失败：{problem}", "imported": "已导入 {n} 个对话。",
+        "import_failed": "导入失败：{problem}未导入任何对话。", "imported": "已导入 {n} 个对话。",
+        "import_not_json": "文件不是 JSON（UTF-8）。",
+        "import_too_deep": "文件嵌套过深，不是对话导出文件。",
+        "import_unknown_format": "既不是本页面导出的文件，也不是 ChatGPT 的 conversations.json。",
+        "import_bad_file_field": "`{field}` 缺失或不是列表。",
+        "import_bad_field": "文件中第 {conversation} 个对话的 `{field}` 缺失，或类型、取值不对。",
+        "import_too_long": "文件中第 {conversation} 个对话的 `{field}` 超过 {limit} 个字符。",
+        "import_unreadable": "文件中第 {conversation} 个对话无法读取。",
+        "import_too_many_conversations": "文件包含 {n} 个对话，每位用户最多保留 {limit} 个。",
+        "import_too_many_messages": "文件中第 {conversation} 个对话有 {n} 条消息，每个对话最多保留 {limit} 条。",
+        "import_would_drop": "此次导入会挤掉你之前的 {n} 个对话（最多保留 {limit} 个）；请先删除一些，或少导入一些。",
+        "import_not_uploaded": "该文件不是从本页面上传的：请重新上传。",
+        "import_not_written": "暂时无法写入对话记录。",
         "stopped_reason": "回答未完成即被停止", "outcome_stopped": "已停止", "outcome_refused": "被拒绝",
         "outcome_failed": "失败", "outcome_interrupted": "被中断", "outcome_streaming": "正在写入",
     },

@@ -83,5 +83,7 @@ class PageGuard:
             await send({"type": "websocket.close", "code": 1008})
 
     def _api(self, scope: Scope) -> bool:
-        return any(not isinstance(route, Mount) and route.matches(scope)[0] is not Match.NONE
+        """Only a full match: a path the API has with another method falls through to the page
+        (`HEAD /openapi.json` would reach Gradio's own), so it needs a session like the page."""
+        return any(not isinstance(route, Mount) and route.matches(scope)[0] is Match.FULL
                    for route in self.api_routes())

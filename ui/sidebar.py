@@ -1,5 +1,6 @@
 """The conversation sidebar: New chat, the list (newest first) with search over titles and text,
-rename, delete with a confirmation, export (JSON or Markdown, this one or all) and import.
+rename, delete with a confirmation, export (JSON or Markdown, this one or all) and import (a whole
+file or nothing, refused in the reader's language).
 
 Every handler names the owner from the request (ui.page) and the store answers only for that
 owner, so a conversation id sent from another session, by the page or by a Gradio client, opens,
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import gradio as gr
 
 from ui.chat import ChatSettings
-from ui.history_export import ImportProblem, file_stem, parse_import, to_json, to_markdown
+from ui.history_export import file_stem, to_json, to_markdown
+from ui.history_import import ImportProblem, describe, import_file
 from ui.history_view import chat_rows, choices, last_info, settings_values
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
@@ -151,13 +153,11 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
         if who is None or not path:
             return gr.update(), message(code, "history_off")
         try:
-            found = parse_import(read_upload(path))
-        except (ImportProblem, UploadRefused) as exc:
-            gr.Warning(message(code, "import_failed", problem=str(exc)))
-            return gr.update(), "⚠️ " + message(code, "import_failed", problem=str(exc))
-        for one in reversed(found):  # the file's first conversation ends up at the top
-            await store.import_conversation(who, one.title, one.settings, one.messages, one.created)
-        return await history_list(query, conversation_id, request), message(code, "imported", n=len(found))
+            n = await import_file(store, who, _uploaded(path))
+        except ImportProblem as problem:  # the whole file refused, the store as it was
+            gr.Warning(describe(problem, code))
+            return gr.update(), "⚠️ " + describe(problem, code)
+        return await history_list(query, conversation_id, request), message(code, "imported", n=n)
 
     listed = [side.search, chat.conversation]
     chat.conversation.change(history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden")
@@ -188,3 +188,10 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
     side.upload.upload(history_import, [side.upload, side.search, chat.conversation, page.lang],
                        [side.listing, side.status], concurrency_limit=None)
     return SidebarEvents(history_list)
+
+
+def _uploaded(path: str) -> bytes:
+    try:
+        return read_upload(path)
+    except UploadRefused:
+        raise ImportProblem("not_uploaded") from None

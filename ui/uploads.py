@@ -7,6 +7,7 @@ Gradio sees the call."""
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ui.owner import BROWSER_COOKIE
 from ui.session import COOKIE
 
+log = logging.getLogger("gpt_oss_webui.page")
 UPLOAD_ROUTE = "/gradio_api/upload"
 REFUSED = "That file was not uploaded from this page: upload it again."
 _MAX_OWNERS = 10_000
@@ -83,13 +85,18 @@ def read_upload(path: str) -> bytes:
 
 def file_references(value: Any) -> Iterator[str]:
     """Every path a Gradio payload names: any object with a string `path` (a `FileData`, with
-    its meta or without), at any depth; iterative, so no nesting exhausts the stack."""
+    its meta or without), at any depth; iterative, so no nesting exhausts the stack. A component's
+    `constructor_args` (a Chatbot message of type "component" builds one on the server, and an
+    avatar or icon path there is copied into Gradio's cache) counts as a path no one uploaded:
+    the page never sends one."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             if isinstance(item.get("path"), str):
                 yield item["path"]
+            if "constructor_args" in item:
+                yield ""
             stack.extend(item.values())
         elif isinstance(item, list):
             stack.extend(item)
@@ -111,7 +118,7 @@ class UploadGuard:
             return
         owner = owner_key(Request(scope).cookies)
         if path.rstrip("/") == UPLOAD_ROUTE:
-            await self.app(scope, receive, self._recording(owner, send))
+            await self._upload(scope, receive, send, owner)
             return
         body = await _read_body(receive, self.max_body_bytes)
         if body is None:
@@ -129,7 +136,9 @@ class UploadGuard:
             return True  # not JSON: Gradio refuses it, and no file can be named in it
         return all(self.uploads.owns(owner, path) for path in file_references(payload))
 
-    def _recording(self, owner: str, send: Send) -> Send:
+    async def _upload(self, scope: Scope, receive: Receive, send: Send, owner: str) -> None:
+        """Gradio's upload route, its answer recorded; where a malformed multipart body (a part
+        named `filename*=`) fails inside Gradio, a 400 and one log line instead of its 500."""
         chunks: list[bytes] = []
         status = 0
 
@@ -137,13 +146,21 @@ class UploadGuard:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-            elif message["type"] == "http.response.body" and status == 200:
+            if status >= 500:
+                return  # held back: what failed is told below
+            if message["type"] == "http.response.body" and status == 200:
                 chunks.append(message.get("body", b""))
                 if not message.get("more_body"):
                     self._remember(owner, b"".join(chunks))
             await send(message)
 
-        return record
+        try:
+            await self.app(scope, receive, record)
+        except Exception as exc:  # noqa: BLE001 - Gradio's own parser on a client's body
+            if status and status < 500:
+                raise
+            log.info("upload refused: Gradio could not read it (%s: %s)", type(exc).__name__, exc)
+            await JSONResponse({"error": "the upload could not be read"}, status_code=400)(scope, _no_receive, send)
 
     def _remember(self, owner: str, body: bytes) -> None:
         try:

@@ -139,6 +139,18 @@ def test_a_backtracking_pattern_is_refused_quickly_without_stalling_the_server(l
     assert_idle(live)
 
 
+def test_a_schema_that_retries_deep_or_asks_for_a_huge_value_is_refused_in_bounded_time(live, streaming, caplog):
+    unique: dict[str, Any] = {"const": 1}
+    for _ in range(7):  # each level retries its items for uniqueness: 20 ** 7 tries unbounded
+        unique = {"type": "array", "uniqueItems": True, "minItems": 1, "maxItems": 3, "items": unique}
+    for schema in (unique, {"type": "string", "minLength": 10 ** 9}, {"type": "array", "minItems": 10 ** 9}):
+        started = time.monotonic()
+        assert_error(post(live, chat(response_format=output(schema))), 400, param=None, code="upstream_rejected",
+                     names="cannot be met")
+        assert time.monotonic() - started < 2
+    quiet(caplog)
+
+
 def test_a_pattern_nothing_matches_is_a_400_naming_the_schema(live, caplog):
     never = {"type": "string", "pattern": "^(?!)$"}
     for body, names in [(chat(response_format=output(never)), "response_format"),

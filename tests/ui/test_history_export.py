@@ -1,6 +1,7 @@
 """Export and import without a browser: our JSON round-trips whole, Markdown reads as a
 transcript, ChatGPT's conversations.json comes in as its shown branch, anything else is refused
-with a reason; and the rows the chat shows for a stored conversation."""
+with a reason (ui.history_import's checks, field by field, are tests/ui/test_history_import.py's); and
+the rows the chat shows for a stored conversation."""
 
 from __future__ import annotations
 
@@ -64,15 +65,17 @@ def test_chatgpt_export_comes_in_as_the_branch_it_shows():
                                                                       ("assistant", "Soft.", "done")]
 
 
-@pytest.mark.parametrize("data, problem", [
-    (b"not json", "not a JSON file"), (b'{"conversations": []}', "neither"),
+@pytest.mark.parametrize("data, code, values", [
+    (b"not json", "not_json", {}), (b'{"conversations": []}', "unknown_format", {}),
     (json.dumps({"format": "gpt-oss-webui.conversations", "conversations": [{"messages": [{"role": "tool"}]}]}
-                ).encode(), "role"),
-    (json.dumps({"format": "gpt-oss-webui.conversations", "conversations": {}}).encode(), "should be a list"),
+                ).encode(), "bad_field", {"conversation": 1, "field": "messages[0].role"}),
+    (json.dumps({"format": "gpt-oss-webui.conversations", "conversations": {}}).encode(), "bad_file_field",
+     {"field": "conversations"}),
 ])
-def test_other_files_are_refused_with_a_reason(data, problem):
-    with pytest.raises(ImportProblem, match=problem):
+def test_other_files_are_refused_with_a_reason(data, code, values):
+    with pytest.raises(ImportProblem) as refused:
         parse_import(data)
+    assert (refused.value.code, refused.value.values) == (code, values)
 
 
 def test_chat_rows_bring_back_thinking_and_details():

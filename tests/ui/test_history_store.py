@@ -1,5 +1,6 @@
 """The conversation store on a real SQLite file: per-owner isolation, bounds, a corrupt file set
-aside, what survives closing and reopening, and an answer left streaming by a dead server."""
+aside, what survives closing and reopening, an answer left streaming by a dead server, and an
+import written whole or not at all, never pushing out what the owner had."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import logging
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from settings.schema import HistoryConfig
-from ui.history_store import INTERRUPTED, HistoryStore, StoredMessage, title_from
+from ui.history_store import INTERRUPTED, HistoryStore, Imported, ImportProblem, StoredMessage, title_from
 
 
 async def opened(path: Path, clock: list[float] | None = None, **limits: int) -> HistoryStore:
@@ -145,6 +148,56 @@ async def test_disabled_or_unopenable_history_stores_nothing_and_fails_nothing(t
         broken = HistoryStore(HistoryConfig(path=str(blocked / "h.sqlite3")))
         await broken.open()
     assert not broken.available and any("history is off" in r.getMessage() for r in caplog.records)
+
+
+def rows(path: Path) -> tuple[int, int]:
+    raw = sqlite3.connect(path)
+    try:
+        return (raw.execute("SELECT count(*) FROM conversations").fetchone()[0],
+                raw.execute("SELECT count(*) FROM messages").fetchone()[0])
+    finally:
+        raw.close()
+
+
+async def test_an_import_is_written_whole_or_not_at_all(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    store = await opened(path)
+    cid = await chat(store, "o", "kept")
+    half = [Imported("one", {}, [StoredMessage("user", "fine")]),
+            Imported("two", {}, [StoredMessage("user", None)]),  # type: ignore[arg-type]  # NOT NULL, mid-write
+            Imported("three", {}, [StoredMessage("user", "fine too")])]
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.import_conversations("o", half)
+    with pytest.raises(TypeError):  # settings JSON cannot hold
+        await store.import_conversations("o", [Imported("four", {}, []), Imported("five", {"x": {1, 2}}, [])])
+    assert rows(path) == (1, 2) and [s.title for s in await store.list("o")] == ["kept"]
+    await store.add("o", cid, StoredMessage("user", "a later write"))  # commits nothing of either
+    assert rows(path) == (1, 3) and [s.title for s in await store.list("o")] == ["kept"]
+    ids = await store.import_conversations("o", [Imported("a", {"temperature": 0.5}, [
+        StoredMessage("assistant", "half", outcome="streaming")], created=7.0), Imported("b", {}, [])])
+    assert [s.id for s in await store.list("o")] == [*ids, cid]  # the file's order, on top
+    got = await store.get("o", ids[0])
+    assert got.created == 7.0 and got.settings == {"temperature": 0.5}
+    assert [(m.content, m.outcome, m.created) for m in got.messages] == [("half", INTERRUPTED, 7.0)]
+    await store.close()
+
+
+async def test_an_import_never_pushes_out_earlier_conversations(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    store = await opened(path, max_conversations=3, max_messages=2)
+    await chat(store, "o", "first")
+    await chat(store, "o", "second")
+    for items, code, values in (
+            ([Imported("x", {}, [])] * 2, "would_drop", {"n": 1, "limit": 3}),
+            ([Imported("x", {}, [])] * 4, "too_many_conversations", {"n": 4, "limit": 3}),
+            ([Imported("x", {}, [StoredMessage("user", "m")] * 3)], "too_many_messages",
+             {"conversation": 1, "n": 3, "limit": 2})):
+        with pytest.raises(ImportProblem) as refused:
+            await store.import_conversations("o", items)
+        assert (refused.value.code, refused.value.values) == (code, values)
+    assert rows(path) == (2, 4) and [s.title for s in await store.list("o")] == ["second", "first"]
+    assert len(await store.import_conversations("o", [Imported("third", {}, [])])) == 1
+    await store.close()
 
 
 def test_titles_come_from_the_first_line_shortened():

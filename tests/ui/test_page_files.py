@@ -132,3 +132,29 @@ def test_a_handler_opens_only_files_in_the_upload_folder(tmp_path: Path) -> None
             uploaded_file(path)
         assert str(refused.value) == REFUSED
     assert uploaded_file(None) is None
+
+
+@pytest.mark.parametrize("component", [
+    {"component": "chatbot", "value": [], "constructor_args": {"avatar_images": ["{secret}", None]}, "props": {}},
+    {"component": "button", "value": "x", "constructor_args": {"icon": "{secret}"}, "props": {}},
+])
+def test_a_chat_message_that_builds_a_component_is_refused(team: LiveServer, secrets: list[Path],
+                                                           component: dict) -> None:
+    """A Chatbot message of type "component" builds one on the server from the client's
+    arguments; an avatar or icon path would be copied into Gradio's cache, served by /file=."""
+    message = json.loads(json.dumps({"type": "component", **component}).replace("{secret}", str(secrets[2])))
+    with httpx.Client(base_url=team.url, headers=session(team, "sk-bob-000001"), timeout=30) as http:
+        config = http.get("/config").json()
+        fn_index, position, _ = next(e for e in file_endpoints(config) if e[2] == "chatbot")
+        status, said = join(http, config, fn_index, position, [{"role": "user", "content": [message]}])
+    assert status == 403 and REFUSED in said and str(secrets[2]) not in said
+
+
+def test_an_upload_named_the_rfc_5987_way_is_a_400_without_a_traceback(team: LiveServer, caplog) -> None:
+    body = (b'--xx\r\nContent-Disposition: form-data; name="files"; filename*=UTF-8\'\'..%2F..%2Fevil.txt\r\n'
+            b'Content-Type: text/plain\r\n\r\nhello\r\n--xx--\r\n')
+    with httpx.Client(base_url=team.url, headers=session(team, "sk-bob-000001"), timeout=30) as http:
+        answer = http.post("/gradio_api/upload", content=body,
+                           headers={"Content-Type": "multipart/form-data; boundary=xx"})
+    assert answer.status_code == 400, answer.text
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]

@@ -70,6 +70,8 @@ def test_every_gradio_endpoint_refuses_a_call_without_a_session(keyed: LiveServe
             assert http.post(path, json={"data": CHAT, "fn_index": 0, "session_hash": "s"}).status_code == 401
         for path in ("/config", "/gradio_api/info", "/gradio_api/heartbeat/s", "/assets/index.js", "/theme.css"):
             assert http.get(path).status_code == 401, path
+        for method, path in (("HEAD", "/openapi.json"), ("HEAD", "/docs"), ("POST", "/livez"), ("GET", "/tokenize")):
+            assert http.request(method, path).status_code == 401, (method, path)  # not on to the page's own
         page = http.get("/")
         assert page.status_code == 303 and page.headers["location"] == "/signin"
         assert "API key" in http.get("/signin").text
