@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from settings.schema import HistoryConfig
 from ui.history_store import OUTCOMES, ROLES, HistoryStore, Imported, ImportProblem, StoredMessage

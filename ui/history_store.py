@@ -12,14 +12,16 @@ refused rather than pushing anything out."""
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import aiosqlite
 
@@ -153,7 +155,8 @@ class HistoryStore:
         """Newest first; `query` matches titles and message text, case-insensitively."""
         if self._db is None:
             return []
-        sql, args = "SELECT id, title, created, updated FROM conversations WHERE owner = ?", [owner]
+        sql = "SELECT id, title, created, updated FROM conversations WHERE owner = ?"
+        args: builtins.list[str | int] = [owner]
         if query.strip():
             like = "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             sql += (" AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m WHERE "
@@ -249,7 +252,7 @@ class HistoryStore:
             await db.commit()
             return True
 
-    async def import_conversations(self, owner: str, items: Sequence[Imported]) -> list[str]:
+    async def import_conversations(self, owner: str, items: Sequence[Imported]) -> builtins.list[str]:
         """A file's conversations in one transaction: all of them, or on any error none, rolled
         back before the lock is let go so that no later write commits half an import. The bound
         evicts nothing for an import: one that would push out earlier conversations is refused."""
@@ -266,7 +269,7 @@ class HistoryStore:
         return ids
 
     async def import_conversation(self, owner: str, title: str, settings: dict[str, Any],
-                                  messages: list[StoredMessage], created: float | None = None) -> str:
+                                  messages: builtins.list[StoredMessage], created: float | None = None) -> str:
         """One conversation, as import_conversations writes a file's (bench/history.py fills with it)."""
         (conversation_id,) = await self.import_conversations(owner, [Imported(title, settings, messages, created)])
         return conversation_id
@@ -317,11 +320,12 @@ class HistoryStore:
         if held + len(items) > limit:
             raise ImportProblem("would_drop", n=held + len(items) - limit, limit=limit)
 
-    async def _insert(self, db: aiosqlite.Connection, owner: str, pairs: list[tuple[str, Imported]]) -> None:
+    async def _insert(self, db: aiosqlite.Connection, owner: str,
+                      pairs: builtins.list[tuple[str, Imported]]) -> None:
         """Every row built first (a value JSON cannot hold fails before any write), then two inserts."""
         now = self.clock()
-        conversations: list[tuple] = []
-        messages: list[tuple] = []
+        conversations: builtins.list[tuple] = []  # `list` in this class is the method
+        messages: builtins.list[tuple] = []
         for conversation_id, item in reversed(pairs):  # the file's first conversation ends up at the top
             created = item.created or now
             conversations.append((conversation_id, owner, title_from(item.title), created, now,

@@ -9,9 +9,10 @@ renames, exports and deletes nothing."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
@@ -70,7 +71,8 @@ def build_sidebar(t: gr.I18n) -> Sidebar:
         export_one = gr.Button(t("export_one"), size="sm", elem_id="export-one")
         export_all = gr.Button(t("export_all"), size="sm", elem_id="export-all")
     export_file = gr.File(label=t("export_file"), visible=False, interactive=False, elem_id="export-file")
-    upload = gr.UploadButton(t("import"), file_types=[".json"], type="filepath", size="sm", elem_id="import")
+    upload = gr.UploadButton(t("import"), file_types=[".json"], type="filepath", size="sm",  # type: ignore[arg-type]
+                             elem_id="import")  # Gradio takes an I18nData label; its annotation says str
     status = gr.Markdown(elem_id="history-status")
     labels = {new: "new_chat", search: "search", listing: "conversations", title: "title", rename: "rename",
               delete: "delete", confirm: "confirm_delete", cancel: "cancel", export_format: "export_format",
@@ -143,8 +145,9 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
 
     async def history_export_all(fmt: str, language: str, request: gr.Request) -> tuple:
         who = owner(request)
-        listed = await store.list(who) if who is not None else []
-        full = [c for c in [await store.get(who, s.id) for s in listed] if c is not None]
+        if who is None:
+            return await exported([], True, fmt, language)
+        full = [c for c in [await store.get(who, s.id) for s in await store.list(who)] if c is not None]
         return await exported(full, True, fmt, language)
 
     async def history_import(path: str | None, query: str, conversation_id: str | None, language: str,

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
