@@ -14,9 +14,9 @@ from pydantic import BaseModel, ValidationError
 
 from api.deps import services_of
 from api.errors import APIError
-from pipeline.json_bounds import SCHEMA_PLACES, BoundError, JsonBounds, found
-from pipeline.params import describe
-from pipeline.tool_params import schema_problem
+from protocols.json_bounds import SCHEMA_PLACES, BoundError, JsonBounds, found
+from protocols.openai_chat.request import describe
+from protocols.openai_chat.tools import schema_problem
 
 Body = TypeVar("Body", bound=BaseModel)
 log = logging.getLogger("gpt_oss_webui.api")

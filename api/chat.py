@@ -11,11 +11,11 @@ from api.auth import identify
 from api.body import read_object, validate
 from api.deps import services_of
 from api.errors import APIError
-from api.openai_format import CompletionFormat
 from api.relay import chat_stream, complete_response, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
-from pipeline.params import REQUEST_ID_PATTERN, ChatCompletionRequest, unknown_fields
-from pipeline.tool_params import ToolParamError, check_tools
+from protocols.openai_chat.render import CompletionFormat
+from protocols.openai_chat.request import REQUEST_ID_PATTERN, ChatCompletionRequest, unknown_fields
+from protocols.openai_chat.tools import ToolParamError, check_tools
 
 
 async def create_chat_completion(request: Request) -> Response:

@@ -15,9 +15,9 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.errors import error_body, error_response
-from api.openai_format import SSE_DONE, CompletionFormat, sse, sse_comment, tool_call_delta
 from pipeline.chat import ChatRun
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece
+from protocols.openai_chat.render import SSE_DONE, CompletionFormat, sse, sse_comment, tool_call_delta
 
 T = TypeVar("T")
 

@@ -16,13 +16,13 @@ from api.body import read_object, validate
 from api.deps import background_of, services_of
 from api.errors import APIError
 from api.relay import complete_response, queue_comment, run_headers, stream_response, unless_client_leaves
-from api.responses_format import EventWriter, ResponseShape, listed, new_id
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, TextDelta, ToolCallPiece
-from pipeline.params import describe
-from pipeline.responses_chat import chat_request
-from pipeline.responses_request import (
+from protocols.openai_chat.request import describe
+from protocols.openai_chat.tools import ToolParamError, check_tools
+from protocols.openai_responses.render import EventWriter, ResponseShape, listed, new_id
+from protocols.openai_responses.request import (
     Item,
     ReasoningItem,
     ResponsesInputError,
@@ -34,7 +34,7 @@ from pipeline.responses_request import (
     split_tools,
     unknown_field,
 )
-from pipeline.tool_params import ToolParamError, check_tools
+from protocols.openai_responses.to_chat import chat_request
 from responses.sealed import ReasoningSeal, SealError
 from responses.store import ChainBroken, ChainedStore, StoredResponse
 

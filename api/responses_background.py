@@ -9,10 +9,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from api.responses_format import ResponseShape
 from pipeline.chat import ChatRun
 from pipeline.events import Finished, Refused, Started
 from pipeline.refusal import Refusal
+from protocols.openai_responses.render import ResponseShape
 
 log = logging.getLogger("gpt_oss_webui.api")
 Save = Callable[[dict], Awaitable[None]]

@@ -19,7 +19,7 @@ from api.responses_background import BackgroundResponses
 from api.routes import router, unrouted
 from cache.redis_store import CacheUnavailable
 from monitor.metrics import Metrics
-from pipeline.params import ChatCompletionRequest
+from protocols.openai_chat.request import ChatCompletionRequest
 from responses.redis_store import StoreUnavailable
 from wiring import Services
 

@@ -8,9 +8,9 @@ from fastapi import Request
 from api.auth import identify
 from api.body import read_object, validate
 from api.deps import services_of
-from pipeline.params import TokenizeRequest
 from pipeline.prepare import check_model, check_ready
-from pipeline.tool_params import tool_use
+from protocols.openai_chat.request import TokenizeRequest
+from protocols.openai_chat.tools import tool_use
 
 
 async def tokenize(request: Request) -> dict:

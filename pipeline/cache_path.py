@@ -13,7 +13,7 @@ from cache.redis_store import RedisResponseCache
 from cache.similar import Pairing
 from cache.similar_index import Match
 from cache.store import CachedResponse, ResponseCache
-from pipeline.params import NO_OPS, ChatCompletionRequest, Message
+from pipeline.call_params import ChatParams, ChatTurn
 from settings.schema import CacheConfig
 
 
@@ -43,7 +43,7 @@ class CachePath:
         self.config = config
         self.flight = flight or SingleFlight()
 
-    def plan(self, model: str, body: ChatCompletionRequest, namespace: str, cache_control: str = "") -> CachePlan:
+    def plan(self, model: str, body: ChatParams, namespace: str, cache_control: str = "") -> CachePlan:
         """`Cache-Control: no-store` or `"cache": false` bypass the cache; `no-cache` skips the
         lookup (exact and similar) but stores the fresh answer; `"cache": "exact"` skips only the
         similar lookup; only deterministic requests are cached unless configured."""
@@ -55,7 +55,7 @@ class CachePath:
             messages=tuple(_keyed_message(msg) for msg in body.messages),
             max_tokens=body.requested_max_tokens, temperature=body.temperature, top_p=body.top_p,
             stop=tuple(body.stop_list), seed=body.seed, reasoning_effort=body.reasoning_effort,
-            namespace=namespace, options=_options(body),
+            namespace=namespace, options=body.cache_options(),
         )
         if not is_cacheable(keyed, self.config.mode):
             return CachePlan()
@@ -146,19 +146,7 @@ class CachePath:
         await cache.unclaim(key)
 
 
-_NOT_IN_OPTIONS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
-                   "reasoning_effort", "stream", "stream_options", "cache", "include_reasoning", "priority",
-                   "request_id", *NO_OPS}
-
-
-def _options(body: ChatCompletionRequest) -> str:
-    """Everything else the body sets that can change the answer, canonically; "" for none, so a
-    plain request keeps the key it always had."""
-    rest = body.model_dump(mode="json", exclude=_NOT_IN_OPTIONS, exclude_none=True, by_alias=True)
-    return json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if rest else ""
-
-
-def _keyed_message(message: Message) -> tuple[str, ...]:
+def _keyed_message(message: ChatTurn) -> tuple[str, ...]:
     chat = message.to_chat()
     extra = {"tool_calls": [[c.id, c.name, c.arguments] for c in chat.tool_calls], "tool_call_id": chat.tool_call_id,
              "name": chat.name, "reasoning": chat.reasoning}

@@ -16,11 +16,11 @@ from core.types import Delta, ToolCall
 from engine.base import EngineBackend
 from pipeline.answer import Answer
 from pipeline.cache_path import CachePath, CachePlan
+from pipeline.call_params import ChatParams
 from pipeline.caller import Caller
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, Usage
 from pipeline.forced_call import ForcedCallReader
-from pipeline.params import ChatCompletionRequest
-from pipeline.prepare import check_model, max_tokens_param, prepare_generation
+from pipeline.prepare import check_model, prepare_generation
 from pipeline.rate_limit import RateLimiter
 from pipeline.refusal import Refusal
 from pipeline.usage import UsageLedger, UsageTotals
@@ -51,7 +51,7 @@ class ChatCall:
     only be told in-band (counted apart in the metrics)."""
 
     caller: Caller
-    params: ChatCompletionRequest
+    params: ChatParams
     hints: PriorityHints = field(default_factory=PriorityHints)
     request_id: str | None = None
     cache_control: str = ""
@@ -134,7 +134,7 @@ class ChatPipeline:
         try:
             ticket = self.scheduler.submit(request)
         except SchedulerError as exc:
-            param = max_tokens_param(call.params) if exc.kind is Outcome.TOO_LARGE else None
+            param = call.params.max_tokens_param if exc.kind is Outcome.TOO_LARGE else None
             refusal = Refusal.from_scheduler(exc, param)
             refusal.headers = self.limiter.headers(caller)
             raise refusal from None

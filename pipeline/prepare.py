@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 from core.types import GenParams, Prompt, Structured, ToolUse
 from engine.base import EngineBackend
+from pipeline.call_params import ChatParams
 from pipeline.forced_call import forced_schema, is_forced
-from pipeline.params import ChatCompletionRequest
 from pipeline.refusal import Refusal
-from pipeline.tool_params import structured, tool_use
 
 
 @dataclass(slots=True)
@@ -34,16 +33,15 @@ def check_ready(engine: EngineBackend) -> None:
         raise Refusal(503, "the model is still loading; retry shortly", code="engine_loading", retry_after_s=5)
 
 
-def check_tools_supported(engine: EngineBackend, body: ChatCompletionRequest) -> None:
+def check_tools_supported(engine: EngineBackend, body: ChatParams) -> None:
     """A model with no known way to take tools is told so, never handed a prompt without them."""
     caps = engine.capabilities
-    uses_tools = bool(body.tools) or any(m.role == "tool" or m.tool_calls for m in body.messages)
-    if uses_tools and caps.tool_format is None:
+    if body.uses_tools and caps.tool_format is None:
         raise Refusal(400, f"the model {caps.model!r} has no chat template for tools and no known tool-call "
                       "format", param="tools", code="tools_not_supported")
 
 
-def check_params_supported(engine: EngineBackend, body: ChatCompletionRequest) -> None:
+def check_params_supported(engine: EngineBackend, body: ChatParams) -> None:
     for name in sorted(engine.capabilities.unsupported_params):
         value = getattr(body, name, None)
         if value is not None and value is not False and value != [] and value != {}:  # seed 0 is a seed
@@ -51,12 +49,12 @@ def check_params_supported(engine: EngineBackend, body: ChatCompletionRequest) -
                           code="unsupported_parameter")
 
 
-async def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest, default_max_tokens: int) -> Generation:
+async def prepare_generation(engine: EngineBackend, body: ChatParams, default_max_tokens: int) -> Generation:
     """The engine's prompt (with its token count, rendered tools included) and its parameters."""
     check_ready(engine)
     check_tools_supported(engine, body)
     check_params_supported(engine, body)
-    use = tool_use(body.tools, body.tool_choice, body.parallel_tool_calls)
+    use = body.tool_use()
     native = engine.capabilities.tool_format == "native"
     forced = use if is_forced(use) and not native else None
     prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort,
@@ -77,13 +75,13 @@ async def prepare_generation(engine: EngineBackend, body: ChatCompletionRequest,
         logit_bias=_logit_bias(body),
         stop_token_ids=list(body.stop_token_ids or ()),
         logprobs=body.logprobs_count,
-        structured=Structured(forced_schema(forced)) if forced else structured(body.response_format),
+        structured=Structured(forced_schema(forced)) if forced else body.structured_output(),
         tools=None if forced else use,
     )
     return Generation(prompt, params, forced)
 
 
-def _logit_bias(body: ChatCompletionRequest) -> dict[int, float] | None:
+def _logit_bias(body: ChatParams) -> dict[int, float] | None:
     if not body.logit_bias:
         return None
     try:
@@ -96,19 +94,12 @@ def _logit_bias(body: ChatCompletionRequest) -> dict[int, float] | None:
     return bias
 
 
-def max_tokens_param(body: ChatCompletionRequest) -> str:
-    """The parameter a too-long request is blamed on: the one the client sent, else the messages."""
-    if body.requested_max_tokens is None:
-        return "messages"
-    return "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
-
-
-def _max_tokens(engine: EngineBackend, body: ChatCompletionRequest, prompt_tokens: int, default: int) -> int:
+def _max_tokens(engine: EngineBackend, body: ChatParams, prompt_tokens: int, default: int) -> int:
     caps = engine.capabilities
     context = caps.max_model_len
     room = context - prompt_tokens
     asked = body.requested_max_tokens
-    param = max_tokens_param(body)
+    param = body.max_tokens_param
     if asked is not None and asked > context:
         raise Refusal(400, f"{param} is {asked}, but the model's context is only {context} tokens", param=param,
                       code="invalid_value")

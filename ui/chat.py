@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, ChatPipeline
 from pipeline.events import Event, Refused
-from pipeline.params import ChatCompletionRequest, describe
 from pipeline.refusal import Refusal
+from protocols.openai_chat.request import ChatCompletionRequest, describe
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pipeline.json_bounds import JsonBounds, depth
+from protocols.json_bounds import JsonBounds, depth
 from tests.api.test_bad_input import assert_error, assert_idle, post
 from tests.conftest import LiveServer, live_server
 

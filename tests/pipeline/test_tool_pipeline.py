@@ -13,7 +13,7 @@ from pipeline.answer import Answer
 from pipeline.cache_path import CachePath
 from pipeline.events import TextDelta, ToolCallPiece
 from pipeline.forced_call import ForcedCallReader, forced_schema
-from pipeline.params import ChatCompletionRequest
+from protocols.openai_chat.request import ChatCompletionRequest
 from settings.schema import CacheConfig
 
 CITY = Tool("get_weather", "", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})

@@ -4,12 +4,14 @@ any other field is refused by name (`unknown_fields`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.messages import Message, TextPart, ToolCallIn
-from pipeline.tool_params import ResponseFormat, ToolChoice, ToolDef
+from core.types import Structured, ToolUse
+from protocols.openai_chat.messages import Message, TextPart, ToolCallIn
+from protocols.openai_chat.tools import ResponseFormat, ToolChoice, ToolDef, structured, tool_use
 
 REQUEST_ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 
@@ -23,6 +25,11 @@ UNSUPPORTED = {
     "prompt_cache_retention": "prompt_cache_retention is not supported; the engine's prefix cache keeps what fits",
 }
 NO_OPS = ("metadata", "store", "prompt_cache_key", "safety_identifier", "service_tier", "user")
+
+
+_NOT_IN_OPTIONS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
+                   "reasoning_effort", "stream", "stream_options", "cache", "include_reasoning", "priority",
+                   "request_id", *NO_OPS}  # in the cache key on their own, or unable to change the answer
 
 
 class StreamOptions(BaseModel):
@@ -93,6 +100,29 @@ class ChatCompletionRequest(BaseModel):
     def logprobs_count(self) -> int | None:
         """Alternatives per token the engine returns; None without `logprobs: true`."""
         return (self.top_logprobs or 0) if self.logprobs else None
+
+    @property
+    def max_tokens_param(self) -> str:
+        """The parameter a too-long request is blamed on: the one the client sent, else the messages."""
+        if self.requested_max_tokens is None:
+            return "messages"
+        return "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
+
+    @property
+    def uses_tools(self) -> bool:
+        return bool(self.tools) or any(m.role == "tool" or m.tool_calls for m in self.messages)
+
+    def tool_use(self) -> ToolUse | None:
+        return tool_use(self.tools, self.tool_choice, self.parallel_tool_calls)
+
+    def structured_output(self) -> Structured | None:
+        return structured(self.response_format)
+
+    def cache_options(self) -> str:
+        """Everything else the body sets that can change the answer, canonically; "" for none, so
+        a plain request keeps the cache key it always had."""
+        rest = self.model_dump(mode="json", exclude=_NOT_IN_OPTIONS, exclude_none=True, by_alias=True)
+        return json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if rest else ""
 
 
 def unknown_fields(data: dict[str, Any]) -> tuple[str, str] | None:

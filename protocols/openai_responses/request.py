@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.params import describe
-from pipeline.tool_params import NAME_PATTERN, JsonSchema, JsonSchemaFormat
+from protocols.openai_chat.request import describe
+from protocols.openai_chat.tools import NAME_PATTERN, JsonSchema, JsonSchemaFormat
 
 HOSTED_TOOLS = {"web_search", "web_search_preview", "web_search_preview_2025_03_11", "file_search",
                 "code_interpreter", "image_generation", "computer_use", "computer_use_preview", "mcp",

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.events import Finished, ReasoningDelta, TextDelta, ToolCallPiece, Usage
 from pipeline.refusal import Refusal
-from pipeline.responses_request import CustomTool, FunctionTool, NamedFunction, ResponsesRequest
+from protocols.openai_responses.request import CustomTool, FunctionTool, NamedFunction, ResponsesRequest
 
 _NULLABLE = {"error", "incomplete_details", "instructions"}  # OpenAI's schema wants these present, null or not
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.params import ChatCompletionRequest
-from pipeline.responses_request import (
+from protocols.openai_chat.request import ChatCompletionRequest
+from protocols.openai_responses.request import (
     CustomCallItem,
     CustomCallOutputItem,
     FunctionCallItem,
