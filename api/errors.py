@@ -12,14 +12,9 @@ from starlette.requests import ClientDisconnect
 
 from api.deps import services_of
 from pipeline.refusal import Refusal
+from protocols.openai_chat.render import error_body
 
 log = logging.getLogger("gpt_oss_webui.api")
-
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-          404: "invalid_request_error", 415: "invalid_request_error", 431: "invalid_request_error",
-          405: "invalid_request_error", 408: "timeout_error", 413: "invalid_request_error",
-          422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
-
 
 class APIError(Refusal):
     """A refusal only HTTP can make (a bad body, a wrong method)."""
@@ -27,11 +22,6 @@ class APIError(Refusal):
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  headers: dict[str, str] | None = None) -> None:
         super().__init__(status, message, param=param, code=code, headers=headers)
-
-
-def error_body(refusal: Refusal) -> dict:
-    return {"error": {"message": refusal.message, "type": _TYPES.get(refusal.status, "server_error"),
-                      "param": refusal.param, "code": refusal.code}}
 
 
 def error_response(refusal: Refusal, headers: dict[str, str] | None = None) -> JSONResponse:

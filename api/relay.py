@@ -14,10 +14,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from api.errors import error_body, error_response
+from api.errors import error_response
 from pipeline.chat import ChatRun
-from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece
-from protocols.openai_chat.render import SSE_DONE, CompletionFormat, sse, sse_comment, tool_call_delta
+from pipeline.events import Event, EventRenderer, Finished, Queued, Refused, Started, is_final, render
+from protocols.openai_chat.render import ChatStream, CompletionFormat
 
 T = TypeVar("T")
 
@@ -55,7 +55,7 @@ async def stream_response(run: ChatRun, render: Render, headers: dict[str, str] 
 
 
 def chat_stream(fmt: CompletionFormat, include_usage: bool) -> Render:
-    return lambda first, events: _sse(first, events, fmt, include_usage)
+    return lambda first, events: rendered(first, events, ChatStream(fmt, include_usage))
 
 
 async def complete_response(request: Request, run: ChatRun, body: Callable[[Finished], dict | Awaitable[dict]],
@@ -78,11 +78,6 @@ async def complete_response(request: Request, run: ChatRun, body: Callable[[Fini
     if inspect.isawaitable(rendered):
         rendered = await rendered
     return JSONResponse(rendered, headers={**run_headers(run, wait), **(headers or {})})
-
-
-def queue_comment(event: Queued) -> str:
-    eta = "unknown" if event.estimated_wait_s is None else event.estimated_wait_s
-    return sse_comment(f"queue position={event.position} estimated_wait_s={eta}")
 
 
 async def unless_client_leaves(request: Request, work: Awaitable[T]) -> T | None:
@@ -117,33 +112,14 @@ class EventStream(StreamingResponse):
             await self._on_close()
 
 
-async def _sse(first: Event, events: AsyncIterator[Event], fmt: CompletionFormat,
-               include_usage: bool) -> AsyncIterator[str]:
+async def rendered(first: Event, events: AsyncIterator[Event], renderer: EventRenderer[list[str]]
+                   ) -> AsyncIterator[str]:
+    """The stream's text: each event as its renderer writes it, until the one that ends the call."""
     event: Event | None = first
-    waited = isinstance(first, Queued)
     while event is not None:
-        if isinstance(event, Queued):
-            yield queue_comment(event)
-        elif isinstance(event, Started):
-            if waited:
-                yield sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")
-            yield fmt.chunk({"role": "assistant", "content": ""}, with_usage_field=include_usage)
-        elif isinstance(event, TextDelta) and event.logprobs is None:
-            yield fmt.text_chunk(event.text, include_usage)
-        elif isinstance(event, TextDelta):
-            yield fmt.chunk({"content": event.text}, with_usage_field=include_usage, token_logprobs=event.logprobs)
-        elif isinstance(event, ToolCallPiece):
-            yield fmt.chunk({"tool_calls": [tool_call_delta(event)]}, with_usage_field=include_usage)
-        elif isinstance(event, ReasoningDelta) and fmt.include_reasoning:
-            yield fmt.chunk({"reasoning_content": event.text}, with_usage_field=include_usage)
-        elif isinstance(event, Finished):
-            yield fmt.chunk({}, event.finish_reason, with_usage_field=include_usage)
-            if include_usage:
-                yield fmt.usage_chunk(event.usage)
-            yield SSE_DONE
-            return
-        elif isinstance(event, Refused):
-            yield sse(error_body(event.refusal))
+        for line in await render(event, renderer):
+            yield line
+        if is_final(event):
             return
         event = await anext(events, None)
 

@@ -15,10 +15,10 @@ from api.auth import identify
 from api.body import read_object, validate
 from api.deps import background_of, services_of
 from api.errors import APIError
-from api.relay import complete_response, queue_comment, run_headers, stream_response, unless_client_leaves
+from api.relay import complete_response, rendered, run_headers, stream_response, unless_client_leaves
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
-from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, TextDelta, ToolCallPiece
+from pipeline.events import Event, Finished
 from protocols.openai_chat.request import describe
 from protocols.openai_chat.tools import ToolParamError, check_tools
 from protocols.openai_responses.render import EventWriter, ResponseShape, listed, new_id
@@ -202,27 +202,11 @@ class _Keeper:
 
 async def _stream(first: Event, events: AsyncIterator[Event], shape: ResponseShape, keep: _Keeper
                   ) -> AsyncIterator[str]:
-    writer = EventWriter(shape)
+    writer = EventWriter(shape, keep)
     for line in writer.begin():
         yield line
-    event: Event | None = first
-    while event is not None:
-        if isinstance(event, Queued):
-            yield queue_comment(event)
-        elif isinstance(event, (ReasoningDelta, TextDelta, ToolCallPiece)):
-            for line in writer.delta(event):
-                yield line
-        elif isinstance(event, Finished):
-            lines, response = writer.finish(event)
-            await keep(response)
-            for line in lines:
-                yield line
-            return
-        elif isinstance(event, Refused):
-            for line in writer.fail(event.refusal):
-                yield line
-            return
-        event = await anext(events, None)
+    async for line in rendered(first, events, writer):
+        yield line
 
 
 async def _stored(request: Request, response_id: str) -> StoredResponse:

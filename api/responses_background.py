@@ -10,7 +10,17 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from pipeline.chat import ChatRun
-from pipeline.events import Finished, Refused, Started
+from pipeline.events import (
+    Finished,
+    Queued,
+    ReasoningDelta,
+    Refused,
+    Started,
+    TextDelta,
+    ToolCallPiece,
+    is_final,
+    render,
+)
 from pipeline.refusal import Refusal
 from protocols.openai_responses.render import ResponseShape
 
@@ -45,14 +55,10 @@ class BackgroundResponses:
 
     async def _run(self, run: ChatRun, shape: ResponseShape, save: Save) -> None:
         try:
+            states = _StoredStates(shape, save)
             async for event in run.events():
-                if isinstance(event, Started):
-                    await save(shape.envelope("in_progress", []))
-                elif isinstance(event, Finished):
-                    await save(shape.finished(event, shape.output_items(event)))
-                    return
-                elif isinstance(event, Refused):
-                    await save(shape.failed(event.refusal, []))
+                await render(event, states)
+                if is_final(event):
                     return
         except asyncio.CancelledError:
             stopped = Refusal(503, "the server stopped before this background response finished; send it again",
@@ -64,3 +70,32 @@ class BackgroundResponses:
             await save(shape.failed(Refusal(500, "the background run failed", code="server_error"), []))
         finally:
             run.release()
+
+
+class _StoredStates:
+    """A background response's states as the store keeps them: in progress once it starts, then
+    completed (or incomplete) or failed; the deltas between are not stored one by one."""
+
+    def __init__(self, shape: ResponseShape, save: Save) -> None:
+        self.shape, self.save = shape, save
+
+    async def queued(self, event: Queued) -> None:
+        pass
+
+    async def started(self, event: Started) -> None:
+        await self.save(self.shape.envelope("in_progress", []))
+
+    async def reasoning(self, event: ReasoningDelta) -> None:
+        pass
+
+    async def text(self, event: TextDelta) -> None:
+        pass
+
+    async def tool_call(self, event: ToolCallPiece) -> None:
+        pass
+
+    async def finished(self, event: Finished) -> None:
+        await self.save(self.shape.finished(event, self.shape.output_items(event)))
+
+    async def refused(self, event: Refused) -> None:
+        await self.save(self.shape.failed(event.refusal, []))

@@ -4,6 +4,7 @@ ToolCallPiece*, then Finished; or Refused at any point. Transports render these 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from core.types import TokenLogprob, ToolCall
 from pipeline.refusal import Refusal
@@ -75,3 +76,46 @@ class Refused:
 
 
 Event = Queued | Started | ReasoningDelta | TextDelta | ToolCallPiece | Finished | Refused
+Out = TypeVar("Out", covariant=True)
+
+
+class EventRenderer(Protocol[Out]):
+    """What a transport makes of each event (SSE lines, a stored state, the page's update): one
+    method per kind, so a new kind of event is a type error in every renderer until it is
+    handled, rather than an `isinstance` chain that quietly skips it."""
+
+    async def queued(self, event: Queued) -> Out: ...
+
+    async def started(self, event: Started) -> Out: ...
+
+    async def reasoning(self, event: ReasoningDelta) -> Out: ...
+
+    async def text(self, event: TextDelta) -> Out: ...
+
+    async def tool_call(self, event: ToolCallPiece) -> Out: ...
+
+    async def finished(self, event: Finished) -> Out: ...
+
+    async def refused(self, event: Refused) -> Out: ...
+
+
+async def render(event: Event, renderer: EventRenderer[Out]) -> Out:
+    """The one place that tells the kinds of event apart."""
+    if isinstance(event, Queued):
+        return await renderer.queued(event)
+    if isinstance(event, Started):
+        return await renderer.started(event)
+    if isinstance(event, ReasoningDelta):
+        return await renderer.reasoning(event)
+    if isinstance(event, TextDelta):
+        return await renderer.text(event)
+    if isinstance(event, ToolCallPiece):
+        return await renderer.tool_call(event)
+    if isinstance(event, Finished):
+        return await renderer.finished(event)
+    return await renderer.refused(event)
+
+
+def is_final(event: Event) -> bool:
+    """A call ends with exactly one of these; nothing follows it."""
+    return isinstance(event, (Finished, Refused))

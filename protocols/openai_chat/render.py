@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from core.types import TokenLogprob
-from pipeline.events import Finished, ToolCallPiece, Usage
+from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, Usage
+from pipeline.refusal import Refusal
 
 
 @dataclass(slots=True, frozen=True)
@@ -111,3 +112,57 @@ def sse_comment(text: str) -> str:
 
 
 SSE_DONE = "data: [DONE]\n\n"
+
+
+def queue_comment(event: Queued) -> str:
+    eta = "unknown" if event.estimated_wait_s is None else event.estimated_wait_s
+    return sse_comment(f"queue position={event.position} estimated_wait_s={eta}")
+
+
+class ChatStream:
+    """A chat completion's server-sent events: queue notices as comments while it waits, then the
+    chunks, then `[DONE]`; a refusal after the stream opened is one `data:` line with the error."""
+
+    def __init__(self, fmt: CompletionFormat, include_usage: bool) -> None:
+        self.fmt, self.include_usage = fmt, include_usage
+        self.waited = False
+
+    async def queued(self, event: Queued) -> list[str]:
+        self.waited = True
+        return [queue_comment(event)]
+
+    async def started(self, event: Started) -> list[str]:
+        notice = [sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")] if self.waited else []
+        return [*notice, self.fmt.chunk({"role": "assistant", "content": ""}, with_usage_field=self.include_usage)]
+
+    async def reasoning(self, event: ReasoningDelta) -> list[str]:
+        if not self.fmt.include_reasoning:
+            return []
+        return [self.fmt.chunk({"reasoning_content": event.text}, with_usage_field=self.include_usage)]
+
+    async def text(self, event: TextDelta) -> list[str]:
+        if event.logprobs is None:
+            return [self.fmt.text_chunk(event.text, self.include_usage)]
+        return [self.fmt.chunk({"content": event.text}, with_usage_field=self.include_usage,
+                               token_logprobs=event.logprobs)]
+
+    async def tool_call(self, event: ToolCallPiece) -> list[str]:
+        return [self.fmt.chunk({"tool_calls": [tool_call_delta(event)]}, with_usage_field=self.include_usage)]
+
+    async def finished(self, event: Finished) -> list[str]:
+        last = self.fmt.chunk({}, event.finish_reason, with_usage_field=self.include_usage)
+        return [last, *([self.fmt.usage_chunk(event.usage)] if self.include_usage else []), SSE_DONE]
+
+    async def refused(self, event: Refused) -> list[str]:
+        return [sse(error_body(event.refusal))]
+
+
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+          404: "invalid_request_error", 415: "invalid_request_error", 431: "invalid_request_error",
+          405: "invalid_request_error", 408: "timeout_error", 413: "invalid_request_error",
+          422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+
+
+def error_body(refusal: Refusal) -> dict:
+    return {"error": {"message": refusal.message, "type": _TYPES.get(refusal.status, "server_error"),
+                      "param": refusal.param, "code": refusal.code}}

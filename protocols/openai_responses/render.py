@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.events import Finished, ReasoningDelta, TextDelta, ToolCallPiece, Usage
+from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, Usage
 from pipeline.refusal import Refusal
+from protocols.openai_chat.render import queue_comment
 from protocols.openai_responses.request import CustomTool, FunctionTool, NamedFunction, ResponsesRequest
 
 _NULLABLE = {"error", "incomplete_details", "instructions"}  # OpenAI's schema wants these present, null or not
@@ -140,11 +141,13 @@ def usage_of(usage: Usage) -> dict:
 
 
 class EventWriter:
-    """Turns the pipeline's deltas into `response.*` events: an output item opens when its kind
-    of delta first arrives and closes when another kind does or the answer ends."""
+    """The Responses API's stream (an EventRenderer): `response.*` events, an output item opening
+    when its kind of delta first arrives and closing when another kind does or the answer ends;
+    the finished response is handed to `keep` (stored) before the client hears it completed."""
 
-    def __init__(self, shape: ResponseShape) -> None:
+    def __init__(self, shape: ResponseShape, keep: Callable[[dict], Awaitable[None]] | None = None) -> None:
         self.shape = shape
+        self.keep = keep
         self.sequence = 0
         self.items: list[dict] = []  # closed output items
         self._open: dict | None = None
@@ -159,42 +162,50 @@ class EventWriter:
         pending = self.shape.envelope("in_progress", [])
         return [self.event("response.created", response=pending), self.event("response.in_progress", response=pending)]
 
-    def delta(self, event: ReasoningDelta | TextDelta | ToolCallPiece) -> list[str]:
-        out: list[str] = []
-        if isinstance(event, ReasoningDelta):
-            if self._kind() != "reasoning":
-                out += self._close() + self._start(reasoning_item(new_id("rs"), "", "in_progress"),
-                                                   {"type": "reasoning_text", "text": ""})
-            self._text += event.text
-            out.append(self.event("response.reasoning_text.delta", **self._at(), content_index=0, delta=event.text))
-        elif isinstance(event, TextDelta):
-            if self._kind() != "message":
-                out += self._close() + self._start(message_item(new_id("msg"), "", "in_progress"), text_part(""))
-            self._text += event.text
-            out.append(self.event("response.output_text.delta", **self._at(), content_index=0, delta=event.text,
-                                  logprobs=[]))
-        elif event.id is not None:
-            custom = self.shape.is_custom(event.name)
-            item = (custom_call_item if custom else call_item)(new_id("ctc" if custom else "fc"), event.id,
-                                                                event.name or "", "", "in_progress")
-            out += self._close() + self._start(item)
-            if event.arguments:
-                out += self._arguments(event.arguments)
-        else:
-            out += self._arguments(event.arguments)
-        return out
+    async def queued(self, event: Queued) -> list[str]:
+        return [queue_comment(event)]
 
-    def finish(self, finished: Finished) -> tuple[list[str], dict]:
-        """The closing events, and the response as stored."""
-        if not self.items and self._open is None and not finished.tool_calls:
+    async def started(self, event: Started) -> list[str]:
+        return []
+
+    async def reasoning(self, event: ReasoningDelta) -> list[str]:
+        out: list[str] = []
+        if self._kind() != "reasoning":
+            out += self._close() + self._start(reasoning_item(new_id("rs"), "", "in_progress"),
+                                               {"type": "reasoning_text", "text": ""})
+        self._text += event.text
+        return [*out, self.event("response.reasoning_text.delta", **self._at(), content_index=0, delta=event.text)]
+
+    async def text(self, event: TextDelta) -> list[str]:
+        out: list[str] = []
+        if self._kind() != "message":
+            out += self._close() + self._start(message_item(new_id("msg"), "", "in_progress"), text_part(""))
+        self._text += event.text
+        return [*out, self.event("response.output_text.delta", **self._at(), content_index=0, delta=event.text,
+                                 logprobs=[])]
+
+    async def tool_call(self, event: ToolCallPiece) -> list[str]:
+        if event.id is None:
+            return self._arguments(event.arguments)
+        custom = self.shape.is_custom(event.name)
+        item = (custom_call_item if custom else call_item)(new_id("ctc" if custom else "fc"), event.id,
+                                                            event.name or "", "", "in_progress")
+        return self._close() + self._start(item) + (self._arguments(event.arguments) if event.arguments else [])
+
+    async def finished(self, event: Finished) -> list[str]:
+        """The closing events, once the response is kept."""
+        if not self.items and self._open is None and not event.tool_calls:
             out = self._start(message_item(new_id("msg"), "", "in_progress"), text_part("")) + self._close()
         else:
             out = self._close()
-        response = self.shape.finished(finished, self.items)
+        response = self.shape.finished(event, self.items)
+        if self.keep is not None:
+            await self.keep(response)
         kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
-        return out + [self.event(kind, response=response)], response
+        return out + [self.event(kind, response=response)]
 
-    def fail(self, refusal: Refusal) -> list[str]:
+    async def refused(self, event: Refused) -> list[str]:
+        refusal = event.refusal
         error = self.event("error", code=refusal.code, message=refusal.message, param=refusal.param)
         return self._close() + [error, self.event("response.failed", response=self.shape.failed(refusal, self.items))]
 
