@@ -3,9 +3,9 @@ GGUF files as shipped, continuous batching over `n_parallel` slots, one KV cache
 
 Every xllamacpp server also runs llama.cpp's HTTP server on a loopback port, and answers go
 through it: xllamacpp's Python callbacks (one blocked thread per request, a hop to the event loop
-per token) decoded 91-94 tok/s for one stream where the same server over HTTP from the same
-process gave 110-115, and 133-159 against 175-196 tok/s at eight. The streams are read by our own small
-reader (`engine.sse_stream`), at about half httpx's CPU per token; the other calls use httpx. The
+per token) were slower than that HTTP server in the same process (docs/BENCHMARKS.md, "Figures
+behind design choices"). The streams are read by our own small reader (`engine.sse_stream`), at
+about half httpx's CPU per token; the other calls use httpx. The
 port takes only a key made at each start, so no other local process can go around our scheduler. Closing a stream stops its request
 at the next step and frees its slot. The chat template, tool calls, structured outputs and
 gpt-oss's harmony split are llama.cpp's own (`tool_format` "native") for models whose template

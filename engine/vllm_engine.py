@@ -251,8 +251,7 @@ def has_harmony_tokens(tokenizer: Any) -> bool:
 
 def cpu_dtype(cpuinfo: str) -> str:
     """bf16 only on a CPU with native bf16 matmuls (AVX-512 BF16 or AMX); elsewhere float32, which
-    batched 2.3x better than bf16 on an AVX2 machine (shared engine notes: 38 against 17 tok/s at
-    eight requests)."""
+    batched better than bf16 on an AVX2 machine (docs/BENCHMARKS.md, "Figures behind design choices")."""
     flags = set(next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), ()))
     return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
 

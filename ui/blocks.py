@@ -67,11 +67,8 @@ def build_ui(services: Services, sessions: Sessions, config_path: str,
 def slow_queue_polling(demo: gr.Blocks) -> None:
     """Gradio's event queue polls every millisecond while idle, and its progress updates every 10 ms
     (its own Windows defaults are 50 and 100 ms). In the process that also runs the engine's front
-    end, on a machine whose CPUs vLLM's engine processes hold under load, those thousand wake-ups a
-    second starved every other process for up to 3 s at a time (bench/load.py's machine stalls); at
-    50 ms none were seen. The progress polls alone cost eight llama.cpp streams in our process
-    about 0.1 ms of the event loop per token. Page events start, and progress shows, at most 50 ms
-    later."""
+    end, those thousand wake-ups a second starved the other processes under load (docs/BENCHMARKS.md,
+    "Figures behind design choices"). Page events start, and progress shows, at most 50 ms later."""
     queue = demo._queue
     for name in ("sleep_when_free", "progress_update_sleep_when_free"):
         if not hasattr(queue, name):
