@@ -1,4 +1,5 @@
-"""The caller of an HTTP request, from `Authorization: Bearer KEY` or `?token=KEY`."""
+"""The caller of an HTTP request, from `Authorization: Bearer KEY`, `x-api-key: KEY` (Anthropic's
+clients) or `?token=KEY`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pipeline.caller import Caller
 
 
 def identify(request: Request) -> Caller:
-    return services_of(request).keyring.identify(_bearer(request.headers.get("authorization")), request.query_params.get("token"))
+    given = _bearer(request.headers.get("authorization")) or request.headers.get("x-api-key") or None
+    return services_of(request).keyring.identify(given, request.query_params.get("token"))
 
 
 def _bearer(value: str | None) -> str | None:

@@ -12,6 +12,7 @@ from starlette.requests import ClientDisconnect
 
 from api.deps import services_of
 from pipeline.refusal import Refusal
+from protocols.anthropic_messages import render as anthropic
 from protocols.openai_chat.render import error_body
 
 log = logging.getLogger("gpt_oss_webui.api")
@@ -24,28 +25,37 @@ class APIError(Refusal):
         super().__init__(status, message, param=param, code=code, headers=headers)
 
 
-def error_response(refusal: Refusal, headers: dict[str, str] | None = None) -> JSONResponse:
+ANTHROPIC_PATHS = "/v1/messages"  # Anthropic's Messages API answers its errors in Anthropic's shape
+
+
+def error_response(refusal: Refusal, headers: dict[str, str] | None = None, path: str = "") -> JSONResponse:
+    """The refusal in the shape of the API `path` belongs to: OpenAI's everywhere but the Messages
+    API, whose clients read Anthropic's (and retry its 529 for capacity)."""
     extra = dict(refusal.headers)
     if refusal.retry_after_s is not None:
         extra["Retry-After"] = str(refusal.retry_after_s)
+    if path.startswith(ANTHROPIC_PATHS):
+        return JSONResponse(anthropic.error_body(refusal), status_code=anthropic.status_of(refusal),
+                            headers={**extra, **(headers or {})})
     return JSONResponse(error_body(refusal), status_code=refusal.status, headers={**extra, **(headers or {})})
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Refusal)
-    async def _refusal(_: Request, exc: Refusal) -> JSONResponse:
-        return error_response(exc)
+    async def _refusal(request: Request, exc: Refusal) -> JSONResponse:
+        return error_response(exc, path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "not_found" if exc.status_code == 404 else None
-        return error_response(APIError(exc.status_code, str(exc.detail), code=code))
+        return error_response(APIError(exc.status_code, str(exc.detail), code=code), path=request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return error_response(APIError(400, f"{param}: {first.get('msg', 'invalid value')}", param=param))
+        return error_response(APIError(400, f"{param}: {first.get('msg', 'invalid value')}", param=param),
+                              path=request.url.path)
 
     @app.exception_handler(ClientDisconnect)
     async def _client_left(request: Request, _: ClientDisconnect) -> Response:
@@ -55,6 +65,6 @@ def install_error_handlers(app: FastAPI) -> None:
         return Response(status_code=499)
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error")
-        return error_response(APIError(500, "internal server error", code="internal_error"))
+        return error_response(APIError(500, "internal server error", code="internal_error"), path=request.url.path)

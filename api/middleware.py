@@ -27,7 +27,7 @@ class BodyLimitAndRequestId:
         send = _with_request_id(send, request_id)
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await self._too_large(send, limit)
+            await self._too_large(send, limit, scope.get("path", ""))
             return
         await self.app(scope, self._limited(receive, limit), send)
 
@@ -45,8 +45,8 @@ class BodyLimitAndRequestId:
 
         return limited_receive
 
-    async def _too_large(self, send: Send, limit: int) -> None:
-        response = error_response(_error(limit), {"Connection": "close"})
+    async def _too_large(self, send: Send, limit: int, path: str) -> None:
+        response = error_response(_error(limit), {"Connection": "close"}, path)
         await response({"type": "http"}, _no_receive, send)
 
 

@@ -36,7 +36,8 @@ def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
 Render = Callable[[Event, AsyncIterator[Event]], AsyncIterator[str]]
 
 
-async def stream_response(run: ChatRun, render: Render, headers: dict[str, str] | None = None) -> Response:
+async def stream_response(run: ChatRun, render: Render, headers: dict[str, str] | None = None,
+                          path: str = "") -> Response:
     """The first event decides the status: a refusal is an HTTP error; otherwise the stream opens,
     carrying the exact queue wait in its headers when the run started within a notice interval.
     `render` turns the events, the first included, into the stream's text."""
@@ -48,7 +49,7 @@ async def stream_response(run: ChatRun, render: Render, headers: dict[str, str] 
         raise
     if isinstance(first, Refused):
         await events.aclose()
-        return error_response(first.refusal, {**run_headers(run, 0.0), **(headers or {})})
+        return error_response(first.refusal, {**run_headers(run, 0.0), **(headers or {})}, path)
     wait = first.waited_s if isinstance(first, Queued) else first.queue_wait_s if isinstance(first, Started) else 0.0
     return EventStream(render(first, events), on_close=events.aclose,
                        headers={**run_headers(run, wait), **(headers or {})})
@@ -73,7 +74,7 @@ async def complete_response(request: Request, run: ChatRun, body: Callable[[Fini
         return Response(status_code=499)
     last, wait = collect.result()
     if isinstance(last, Refused):
-        return error_response(last.refusal, {**run_headers(run, wait), **(headers or {})})
+        return error_response(last.refusal, {**run_headers(run, wait), **(headers or {})}, request.url.path)
     rendered = body(last)
     if inspect.isawaitable(rendered):
         rendered = await rendered

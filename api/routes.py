@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -34,9 +35,16 @@ _STARTED = int(time.time())
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict:
+    """OpenAI's list; Anthropic's shape where the request carries `anthropic-version`, as its SDKs do."""
     services = services_of(request)
     identify(request)
     caps = services.engine.capabilities
+    if "anthropic-version" in request.headers:
+        created = datetime.fromtimestamp(_STARTED, UTC).isoformat().replace("+00:00", "Z")
+        model = {"type": "model", "id": caps.model, "display_name": caps.model, "created_at": created,
+                 "max_input_tokens": caps.max_model_len, "max_tokens": caps.max_model_len}
+        return {"data": [model],
+                "has_more": False, "first_id": caps.model, "last_id": caps.model}
     return {"object": "list", "data": [{"id": caps.model, "object": "model", "created": _STARTED,
                                         "owned_by": "gpt-oss-webui", "max_model_len": caps.max_model_len}]}
 

@@ -13,6 +13,7 @@ from fastapi.openapi.utils import get_openapi
 
 from api.access import router as access_router
 from api.errors import install_error_handlers
+from api.messages import router as messages_router
 from api.middleware import BodyLimitAndRequestId
 from api.responses import router as responses_router
 from api.responses_background import BackgroundResponses
@@ -88,8 +89,9 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     install_error_handlers(app)
     app.include_router(access_router)
     app.include_router(responses_router)
+    app.include_router(messages_router)
     app.include_router(router)
-    app.include_router(unrouted([access_router, responses_router, router]))  # last: every other /v1 path
+    app.include_router(unrouted([access_router, responses_router, messages_router, router]))  # last: every other /v1 path
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way
     return app
 
