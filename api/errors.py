@@ -35,8 +35,9 @@ def error_response(refusal: Refusal, headers: dict[str, str] | None = None, path
     if refusal.retry_after_s is not None:
         extra["Retry-After"] = str(refusal.retry_after_s)
     if path.startswith(ANTHROPIC_PATHS):
+        limits = anthropic.ratelimit_headers({k.lower(): v for k, v in extra.items()})
         return JSONResponse(anthropic.error_body(refusal), status_code=anthropic.status_of(refusal),
-                            headers={**extra, **(headers or {})})
+                            headers={**extra, **limits, **(headers or {})})
     return JSONResponse(error_body(refusal), status_code=refusal.status, headers={**extra, **(headers or {})})
 
 
