@@ -126,6 +126,8 @@ class _Sampler:
     def branch(self, s: dict[str, Any], key: str, depth: int) -> Any:
         rest = {k: v for k, v in s.items() if k != key}
         branches = [self.flat(b, 0) for b in s[key]]
+        if key == "anyOf":  # any branch will do: a forced call may be to any of the tools
+            self.rng.shuffle(branches)
         if depth >= SOFT_DEPTH:  # a null branch ends a recursion
             branches.sort(key=lambda b: "null" not in _listed(b.get("type", [])))
         for branch in branches:

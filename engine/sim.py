@@ -179,7 +179,7 @@ class SimEngine:
             seq.scripted = True
         elif params.tools is not None and not after_tool:
             by_name = {t.name: t for t in params.tools.tools}
-            tool = by_name.get(params.tools.choice, params.tools.tools[0])
+            tool = by_name.get(params.tools.choice) or seq.rng.choice(params.tools.tools)  # a model picks among them
             with _schema_met(f"the parameters of tool {tool.name!r}"):
                 seq.script = sim_script.call_script(tool, seq.rng, harmony)
             seq.scripted = True

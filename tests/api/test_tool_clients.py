@@ -49,7 +49,7 @@ def valid(name: str, arguments: str) -> dict:
 # ----------------------------------------------------------------------------- the openai SDK
 
 
-@pytest.mark.parametrize("choice, name", [("auto", "get_weather"), ("required", None),
+@pytest.mark.parametrize("choice, name", [("auto", None), ("required", None),  # the simulator picks among them
                                           ({"type": "function", "function": {"name": "get_time"}}, "get_time")])
 def test_openai_sdk_calls_as_tool_choice_says(server: LiveServer, choice, name) -> None:
     reply = server.client().chat.completions.create(model="sim", messages=ASK, tools=TOOLS, tool_choice=choice,
@@ -73,10 +73,10 @@ def test_openai_sdk_streams_a_call_in_openai_pieces(server: LiveServer) -> None:
                                                           stream=True))
     pieces = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices and c.choices[0].delta.tool_calls]
     first, rest = pieces[0], pieces[1:]
-    assert (first.index, first.type, first.function.name, first.function.arguments) == (0, "function",
-                                                                                        "get_weather", "")
+    assert (first.index, first.type, first.function.arguments) == (0, "function", "")
+    assert first.function.name in {t["function"]["name"] for t in TOOLS}  # the simulator picks among them
     assert first.id.startswith("call_") and rest and all(p.id is None and p.function.name is None for p in rest)
-    valid("get_weather", "".join(p.function.arguments for p in rest))
+    valid(first.function.name, "".join(p.function.arguments for p in rest))
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
 
 
