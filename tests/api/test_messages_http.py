@@ -195,3 +195,29 @@ def test_keys_and_classes_apply_as_on_chat(live: LiveServer) -> None:
     before = live.services.pipeline.usage.report(0, 2**40)["bob"].requests
     client(live, "sk-bob-00001").messages.create(model="sim", max_tokens=3, messages=user("y"))
     assert live.services.pipeline.usage.report(0, 2**40)["bob"].requests == before + 1
+
+
+def test_fair_share_and_queue_pings_as_on_chat() -> None:
+    """A light caller's message goes ahead of a flood of another's in its class, and its stream
+    says so while it waits: `ping` events and the position as a comment."""
+    with live_server(KEYS, "scheduler.max_concurrency=1", "engine.sim.token_latency_ms=10") as live:
+        live.status_key = "sk-ops-00001"
+        flood = [threading.Thread(target=lambda: client(live).messages.create(
+            model="sim", max_tokens=250, messages=user("flood"))) for _ in range(4)]
+        for thread in flood:
+            thread.start()
+        live.wait_for(lambda s: s["waiting_total"] == 3)
+        body = {"model": "sim", "max_tokens": 5, "stream": True, "messages": user("me"), "request_id": "bob-1"}
+        with httpx.stream("POST", live.url + "/v1/messages", json=body, timeout=60,
+                          headers={"x-api-key": "sk-bob-00001"}) as response:
+            lines = response.iter_lines()
+            seen = [next(lines) for _ in range(3)]  # message_start: the stream is open, bob waits
+            position = live.status(request_id="bob-1", caller="bob")
+            seen += [next(lines) for _ in range(3)]
+            rest = list(lines)
+        for thread in flood:
+            thread.join(60)
+    assert position["state"] == "queued" and position["position"] == 1  # ahead of alice's three
+    assert seen[0] == "event: message_start" and "event: ping" in seen and any(
+        line.startswith(": queue position=") for line in seen)
+    assert "event: message_stop" in rest
