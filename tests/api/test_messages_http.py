@@ -221,3 +221,16 @@ def test_fair_share_and_queue_pings_as_on_chat() -> None:
     assert seen[0] == "event: message_start" and "event: ping" in seen and any(
         line.startswith(": queue position=") for line in seen)
     assert "event: message_stop" in rest
+
+
+def test_a_gateway_serves_messages_from_an_upstream_that_speaks_only_chat() -> None:
+    with live_server() as upstream, live_server("engine.backend=openai", f"engine.openai.upstreams=[{upstream.base_url}]",
+                                               "engine.openai.health_interval_s=0.2") as gateway:
+        api = client(gateway, "any")
+        text = api.messages.create(model="sim", max_tokens=20, messages=user("Through the gateway."))
+        call = api.messages.create(model="sim", max_tokens=300, tools=[WEATHER], tool_choice={"type": "any"},
+                                   messages=user("Weather?"))
+        served = upstream.services.pipeline.usage.report(0, 2**40)["anonymous"].requests
+    assert text.content[-1].type == "text" and text.content[-1].text
+    assert call.stop_reason == "tool_use" and call.content[-1].name == "get_weather"
+    assert served == 2  # both went upstream as chat completions
