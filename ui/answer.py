@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from conversations.store import STREAMING, HistoryStore, StoredMessage
 from pipeline.caller import Caller
 from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
 from ui.chat import ChatSettings, new_request_id, run_chat
-from ui.history_store import STREAMING, HistoryStore, StoredMessage
 from ui.history_view import settings_dict
 from ui.i18n import message
 from ui.views import ShownAnswer, answer_details, answer_info

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import gradio as gr
 
+from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
 from ui.batch_tab import build_batch_tab
 from ui.chat_tab import build_chat_tab
-from ui.history_store import HistoryStore
 from ui.i18n import EN, ZH
 from ui.monitor_tab import build_monitor_tab
 from ui.page import Page, code_of

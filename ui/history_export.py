@@ -11,8 +11,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from conversations.store import Conversation, Imported, ImportProblem, StoredMessage
 from ui.history_import import FORMAT, LATEST, parse_import
-from ui.history_store import Conversation, Imported, ImportProblem, StoredMessage
 
 __all__ = ["FORMAT", "VERSION", "Imported", "ImportProblem", "file_stem", "parse_import", "to_json", "to_markdown"]
 VERSION = 1

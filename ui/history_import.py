@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from conversations.store import OUTCOMES, ROLES, HistoryStore, Imported, ImportProblem, StoredMessage
 from settings.schema import HistoryConfig
-from ui.history_store import OUTCOMES, ROLES, HistoryStore, Imported, ImportProblem, StoredMessage
 from ui.i18n import message
 
 log = logging.getLogger("gpt_oss_webui.history")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from conversations.store import Conversation, StoredMessage, Summary
 from ui.chat import ChatSettings
-from ui.history_store import Conversation, StoredMessage, Summary
 from ui.i18n import message
 from ui.views import details_text
 

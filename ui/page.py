@@ -9,8 +9,8 @@ from typing import Any
 
 import gradio as gr
 
+from conversations.store import HistoryStore
 from pipeline.caller import Caller
-from ui.history_store import HistoryStore
 from ui.i18n import message
 from ui.owner import BROWSER_COOKIE, owner_of
 from ui.session import COOKIE, Sessions

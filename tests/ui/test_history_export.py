@@ -9,9 +9,9 @@ import json
 
 import pytest
 
+from conversations.store import Conversation, StoredMessage
 from ui.chat import ChatSettings
 from ui.history_export import ImportProblem, file_stem, parse_import, to_json, to_markdown
-from ui.history_store import Conversation, StoredMessage
 from ui.history_view import chat_rows, last_info, settings_values, stored_count
 
 DETAILS = {"caller": "alice", "class": "high", "wait_s": 1.25, "tokens": 12, "tokens_per_s": 30.5, "cached": True}

@@ -7,7 +7,8 @@ written, so a `kill -9` loses at most the unsaved tail of an answer still stream
 that was streaming when the server died is marked `interrupted` when the file is next opened.
 Bounded per owner (`max_conversations`, least recently used first) and per conversation
 (`max_messages`, oldest first); an import, written whole in one transaction or not at all, is
-refused rather than pushing anything out."""
+refused rather than pushing anything out. No Gradio here: the page (ui/) uses the store, as the
+other transports could, and it sits beside the other stores."""
 
 from __future__ import annotations
 
