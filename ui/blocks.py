@@ -12,10 +12,9 @@ from ui.batch_tab import build_batch_tab
 from ui.chat_tab import build_chat_tab
 from ui.i18n import EN, ZH
 from ui.monitor_tab import build_monitor_tab
-from ui.page import Page, code_of
+from ui.page import Page, code_of, header_html
 from ui.page import relabel as relabelled
 from ui.session import Sessions
-from ui.views import header_html
 from wiring import Services
 
 CSS = """
