@@ -35,7 +35,7 @@ def part_of(path: Path) -> str:
 
 
 def sources() -> list[Path]:
-    files = [p for package in PACKAGES for p in sorted((ROOT / package).glob("*.py")) if p.name != "__init__.py"]
+    files = [p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py")) if p.name != "__init__.py"]
     return files + [ROOT / f"{name}.py" for name in MODULES]
 
 

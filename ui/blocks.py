@@ -8,13 +8,13 @@ import gradio as gr
 
 from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
+from ui.account.session import Sessions
 from ui.batch_tab import build_batch_tab
 from ui.chat_tab import build_chat_tab
 from ui.i18n import EN, ZH
 from ui.monitor_tab import build_monitor_tab
 from ui.page import Page, code_of, header_html
 from ui.page import relabel as relabelled
-from ui.session import Sessions
 from wiring import Services
 
 CSS = """

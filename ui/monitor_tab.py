@@ -7,7 +7,7 @@ import gradio as gr
 import pandas as pd
 
 from scheduler.snapshot import snapshot
-from ui.accounts import users_markdown
+from ui.account.usage import users_markdown
 from ui.monitor import MonitorHistory, figures, monitor_markdown
 from ui.page import Labels, Page, code_of, header_html
 

@@ -12,10 +12,10 @@ import gradio as gr
 
 from conversations.store import HistoryStore
 from pipeline.caller import Caller
-from ui.accounts import usage_html
+from ui.account.owner import BROWSER_COOKIE, owner_of
+from ui.account.session import COOKIE, Sessions
+from ui.account.usage import usage_html
 from ui.i18n import message
-from ui.owner import BROWSER_COOKIE, owner_of
-from ui.session import COOKIE, Sessions
 from wiring import Services
 
 Labels = dict[Any, str]  # component -> i18n key, for the Language switch

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from ui.account.uploads import UploadRefused, read_upload
 from ui.chat import ChatSettings
 from ui.history_export import file_stem, to_json, to_markdown
 from ui.history_import import ImportProblem, describe, import_file
 from ui.history_view import chat_rows, choices, last_info, settings_values
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
-from ui.uploads import UploadRefused, read_upload
 
 if TYPE_CHECKING:
     from ui.chat_parts import ChatParts

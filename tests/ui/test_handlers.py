@@ -214,8 +214,8 @@ def test_the_thinking_block_folds_when_the_answer_starts():
 
 
 async def test_the_page_queue_polls_at_50_ms_not_every_millisecond():
+    from ui.account.session import Sessions
     from ui.blocks import QUEUE_POLL_S, build_ui
-    from ui.session import Sessions
 
     services = await services_with()
     try:
