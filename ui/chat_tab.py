@@ -11,11 +11,11 @@ from typing import Any, cast
 
 import gradio as gr
 
+from ui.admin.panel import build_operator_panel
 from ui.answer import Book, stream_answer
 from ui.chat import ChatSettings, Served, report_similar, text_of, who_is
 from ui.chat_parts import ChatParts
 from ui.history_view import is_extra, stored_count
-from ui.operator_panel import build_operator_panel
 from ui.page import Labels, Page, code_of
 from ui.sidebar import build_sidebar, wire_sidebar
 
