@@ -1,5 +1,5 @@
 """The Gradio page: the header and the Language switch, then one builder per part (ui.chat_tab
-with its sidebar and operator panel, ui.monitor_tab, ui.batch_tab). Every handler acts as the
+with its sidebar and operator panel, ui.monitor.tab, ui.batch.tab). Every handler acts as the
 signed-in caller, through the same pipeline as the HTTP API."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import gradio as gr
 from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
 from ui.account.session import Sessions
-from ui.batch_tab import build_batch_tab
+from ui.batch.tab import build_batch_tab
 from ui.chat_tab import build_chat_tab
 from ui.i18n import EN, ZH
-from ui.monitor_tab import build_monitor_tab
+from ui.monitor.tab import build_monitor_tab
 from ui.page import Page, code_of, header_html
 from ui.page import relabel as relabelled
 from wiring import Services

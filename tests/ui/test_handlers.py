@@ -16,10 +16,10 @@ from scheduler.snapshot import snapshot
 from settings import load_config
 from tests.conftest import FAST_SIM
 from ui.admin.operator import SettingsError, apply_limits, apply_preset
-from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
+from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
 from ui.chat import ChatSettings, build_body, run_chat
 from ui.i18n import message
-from ui.monitor import MonitorHistory, figures, process_memory_bytes
+from ui.monitor.figures import MonitorHistory, figures, process_memory_bytes
 from ui.views import ShownAnswer
 
 ANON = Caller("anonymous")

@@ -8,7 +8,7 @@ import pandas as pd
 
 from scheduler.snapshot import snapshot
 from ui.account.usage import users_markdown
-from ui.monitor import MonitorHistory, figures, monitor_markdown
+from ui.monitor.figures import MonitorHistory, figures, monitor_markdown
 from ui.page import Labels, Page, code_of, header_html
 
 PLOTS = (("waiting", "queue_plot", "requests"), ("memory_gb", "memory_plot", "GiB"),
