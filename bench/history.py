@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from conversations.store import HistoryStore, StoredMessage  # noqa: E402
 from settings.schema import HistoryConfig  # noqa: E402
-from ui.history_view import chat_rows, choices  # noqa: E402
+from ui.history.view import chat_rows, choices  # noqa: E402
 
 TARGET_S = 0.300
 KEY = "sk-alice-bench-0001"

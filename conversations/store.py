@@ -76,7 +76,7 @@ class StoredMessage:
 
 @dataclass(slots=True)
 class Imported:
-    """A conversation read from a file and checked (ui.history_import), not stored yet."""
+    """A conversation read from a file and checked (ui.history.imports), not stored yet."""
 
     title: str
     settings: dict[str, Any]

@@ -1,4 +1,4 @@
-"""The Gradio page: the header and the Language switch, then one builder per part (ui.chat_tab
+"""The Gradio page: the header and the Language switch, then one builder per part (ui.chat.tab
 with its sidebar and operator panel, ui.monitor.tab, ui.batch.tab). Every handler acts as the
 signed-in caller, through the same pipeline as the HTTP API."""
 
@@ -10,7 +10,7 @@ from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
 from ui.account.session import Sessions
 from ui.batch.tab import build_batch_tab
-from ui.chat_tab import build_chat_tab
+from ui.chat.tab import build_chat_tab
 from ui.i18n import EN, ZH
 from ui.monitor.tab import build_monitor_tab
 from ui.page import Page, code_of, header_html

@@ -17,10 +17,10 @@ from settings import load_config
 from tests.conftest import FAST_SIM
 from ui.admin.operator import SettingsError, apply_limits, apply_preset
 from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
-from ui.chat import ChatSettings, build_body, run_chat
+from ui.chat.call import ChatSettings, build_body, run_chat
+from ui.chat.views import ShownAnswer
 from ui.i18n import message
 from ui.monitor.figures import MonitorHistory, figures, process_memory_bytes
-from ui.views import ShownAnswer
 
 ANON = Caller("anonymous")
 ADMIN = Caller("key-admin", admin=True)

@@ -16,7 +16,7 @@ from gradio_client import Client
 
 from tests.app_process import free_port, start_app
 from ui.account.owner import BROWSER_COOKIE
-from ui.answer import CHECKPOINT_S
+from ui.chat.answer import CHECKPOINT_S
 
 
 def text(content: str | list) -> str:

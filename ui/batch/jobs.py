@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline.caller import Caller
 from pipeline.chat import ChatPipeline
 from pipeline.events import Finished, Refused
-from ui.chat import ChatSettings, run_chat
+from ui.chat.call import ChatSettings, run_chat
 
 MAX_PROMPTS = 1000
 

@@ -19,10 +19,10 @@ import gradio as gr
 from conversations.store import STREAMING, HistoryStore, StoredMessage
 from pipeline.caller import Caller
 from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
-from ui.chat import ChatSettings, new_request_id, run_chat
-from ui.history_view import settings_dict
+from ui.chat.call import ChatSettings, new_request_id, run_chat
+from ui.chat.views import ShownAnswer, answer_details, answer_info
+from ui.history.view import settings_dict
 from ui.i18n import message
-from ui.views import ShownAnswer, answer_details, answer_info
 from wiring import Services
 
 CHECKPOINT_S = 1.0

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from ui.account.uploads import UploadRefused, read_upload
-from ui.chat import ChatSettings
-from ui.history_export import file_stem, to_json, to_markdown
-from ui.history_import import ImportProblem, describe, import_file
-from ui.history_view import chat_rows, choices, last_info, settings_values
+from ui.chat.call import ChatSettings
+from ui.history.export import file_stem, to_json, to_markdown
+from ui.history.imports import ImportProblem, describe, import_file
+from ui.history.view import chat_rows, choices, last_info, settings_values
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
 
 if TYPE_CHECKING:
-    from ui.chat_parts import ChatParts
+    from ui.chat.parts import ChatParts
 
 FORMATS = ["JSON", "Markdown"]
 

@@ -2,7 +2,7 @@
 send, regenerate (our Retry button and the chatbot's own retry icon), edit a past message and
 answer again from there (the chatbot's `editable` / `.edit`), undo the last turn, stop, clear, and
 "ask the model instead" after a similar question's answer from the cache.
-Each writes the conversation to the history as it goes (ui.answer)."""
+Each writes the conversation to the history as it goes (ui.chat.answer)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any, cast
 import gradio as gr
 
 from ui.admin.panel import build_operator_panel
-from ui.answer import Book, stream_answer
-from ui.chat import ChatSettings, Served, report_similar, text_of, who_is
-from ui.chat_parts import ChatParts
-from ui.history_view import is_extra, stored_count
+from ui.chat.answer import Book, stream_answer
+from ui.chat.call import ChatSettings, Served, report_similar, text_of, who_is
+from ui.chat.parts import ChatParts
+from ui.history.sidebar import build_sidebar, wire_sidebar
+from ui.history.view import is_extra, stored_count
 from ui.page import Labels, Page, code_of
-from ui.sidebar import build_sidebar, wire_sidebar
 
 # $$...$$ and \[...\] on a line of their own, $...$ and \(...\) inline, as the models write them
 LATEX: list[dict[str, str | bool]] = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},

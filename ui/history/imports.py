@@ -235,7 +235,7 @@ _LONG, _LONG_OR_NOT, _SHORT = _text(TEXT_CHARS), _text(TEXT_CHARS, optional=True
 _TIME = _number(0, LATEST, optional=True)
 
 
-_DETAILS: dict[str, Check] = {  # as ui.views.answer_details writes them
+_DETAILS: dict[str, Check] = {  # as ui.chat.views.answer_details writes them
     "caller": _text(SHORT_CHARS), "class": _text(SHORT_CHARS), "finish_reason": _text(SHORT_CHARS, optional=True),
     "wait_s": _number(0, 1e9), "tokens": _number(0, 10**12, whole=True),
     "tokens_per_s": _number(0, 1e9, optional=True), "cached": _flag, "similarity": _number(-2, 2, optional=True),

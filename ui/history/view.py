@@ -3,7 +3,7 @@ message. No Gradio and no database here.
 
 The chat holds more rows than the store: a Thinking block before an answer, and, for an answer
 restored from the history, a folded "Details" row after it. Both are titled messages, which the
-model is never sent (ui.chat) and which count for nothing here."""
+model is never sent (ui.chat.call) and which count for nothing here."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from dataclasses import asdict
 from typing import Any
 
 from conversations.store import Conversation, StoredMessage, Summary
-from ui.chat import ChatSettings
+from ui.chat.call import ChatSettings
+from ui.chat.views import details_text
 from ui.i18n import message
-from ui.views import details_text
 
 SETTING_NAMES = ("system_prompt", "priority", "max_tokens", "temperature", "top_p", "reasoning_effort", "timeout_s")
 
