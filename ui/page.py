@@ -19,6 +19,7 @@ from ui.i18n import message
 from wiring import Services
 
 Labels = dict[Any, str]  # component -> i18n key, for the Language switch
+Update = dict[str, Any]  # gr.update(...) or gr.skip(): a change to a component, or none
 
 
 @dataclass(slots=True)

@@ -17,7 +17,8 @@ from settings import load_config
 from tests.conftest import FAST_SIM
 from ui.admin.operator import SettingsError, apply_limits, apply_preset
 from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
-from ui.chat.call import ChatSettings, build_body, run_chat
+from ui.chat.call import build_body, run_chat
+from ui.chat.chat_settings import ChatSettings
 from ui.chat.views import ShownAnswer
 from ui.i18n import message
 from ui.monitor.figures import MonitorHistory, figures, process_memory_bytes

@@ -10,9 +10,10 @@ import json
 import pytest
 
 from conversations.store import Conversation, StoredMessage
-from ui.chat.call import ChatSettings
+from ui.chat.chat_settings import ChatSettings, settings_values
+from ui.chat.views import stored_count
 from ui.history.export import ImportProblem, file_stem, parse_import, to_json, to_markdown
-from ui.history.view import chat_rows, last_info, settings_values, stored_count
+from ui.history.view import chat_rows, last_info
 
 DETAILS = {"caller": "alice", "class": "high", "wait_s": 1.25, "tokens": 12, "tokens_per_s": 30.5, "cached": True}
 

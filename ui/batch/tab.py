@@ -10,7 +10,7 @@ import gradio as gr
 
 from ui.account.uploads import UploadRefused, uploaded_file
 from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
-from ui.chat.call import ChatSettings
+from ui.chat.chat_settings import ChatSettings
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
 

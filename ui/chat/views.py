@@ -1,11 +1,22 @@
 """What the chat shows of an answer: its details line, and the answer as it streams, with its
-Thinking block."""
+Thinking block; and which of the chat's rows are only shown, never stored as messages (a Thinking
+block, a Details row)."""
 
 from __future__ import annotations
 
 from pipeline.caller import Caller
 from pipeline.events import Finished
 from ui.i18n import message
+
+
+def is_extra(row: dict) -> bool:
+    """A Thinking block or a Details row: shown, never stored as a message of its own."""
+    return bool((row.get("metadata") or {}).get("title"))
+
+
+def stored_count(chat: list[dict]) -> int:
+    """How many stored messages the rows before a point stand for (where an edit cuts)."""
+    return sum(1 for row in chat if not is_extra(row))
 
 
 def answer_info(done: Finished, caller: Caller, priority: str, code: str) -> str:

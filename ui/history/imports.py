@@ -240,7 +240,7 @@ _DETAILS: dict[str, Check] = {  # as ui.chat.views.answer_details writes them
     "wait_s": _number(0, 1e9), "tokens": _number(0, 10**12, whole=True),
     "tokens_per_s": _number(0, 1e9, optional=True), "cached": _flag, "similarity": _number(-2, 2, optional=True),
 }
-_SETTINGS: dict[str, Check] = {  # ui.chat.ChatSettings, within the page's own fields' ranges
+_SETTINGS: dict[str, Check] = {  # ui.chat.chat_settings.ChatSettings, within the page's own fields' ranges
     "system_prompt": _text(TEXT_CHARS), "priority": _choice("high", "medium", "low"),
     "reasoning_effort": _choice("low", "medium", "high"), "max_tokens": _number(1, 10**7, whole=True),
     "temperature": _number(0, 2), "top_p": _number(0, 1), "timeout_s": _number(1, 10**6),

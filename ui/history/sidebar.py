@@ -9,23 +9,19 @@ renames, exports and deletes nothing."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
 from ui.account.uploads import UploadRefused, read_upload
-from ui.chat.call import ChatSettings
+from ui.chat.chat_settings import ChatSettings, settings_values
+from ui.chat.parts import ChatParts
 from ui.history.export import file_stem, to_json, to_markdown
 from ui.history.imports import ImportProblem, describe, import_file
-from ui.history.view import chat_rows, choices, last_info, settings_values
+from ui.history.view import chat_rows, choices, last_info
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
-
-if TYPE_CHECKING:
-    from ui.chat.parts import ChatParts
 
 FORMATS = ["JSON", "Markdown"]
 
@@ -48,11 +44,6 @@ class Sidebar:
     upload: gr.UploadButton
     status: gr.Markdown
     labels: Labels
-
-
-@dataclass(slots=True)
-class SidebarEvents:
-    refresh: Callable[..., Any]  # (query, conversation id, request) -> the list's update
 
 
 def build_sidebar(t: gr.I18n) -> Sidebar:
@@ -81,7 +72,7 @@ def build_sidebar(t: gr.I18n) -> Sidebar:
                    export_one, export_all, export_file, upload, status, labels)
 
 
-def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
+def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> None:
     store = page.history
 
     def owner(request: gr.Request) -> str | None:
@@ -98,7 +89,7 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
         conversation = await store.get(who, conversation_id) if who is not None and conversation_id else None
         if conversation is None:
             gr.Warning(message(code, "not_found"))
-            return ([], None, "", "", *[gr.update()] * len(chat.settings), gr.update(visible=False),
+            return ([], None, "", "", *[gr.update()] * len(chat.settings.inputs), gr.update(visible=False),
                     gr.update(visible=False))
         return (chat_rows(conversation, code), conversation.id, last_info(conversation, code), conversation.title,
                 *settings_values(conversation.settings, ChatSettings()), gr.update(visible=False),
@@ -168,8 +159,10 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
                              show_progress="hidden")
     side.search.change(history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden")
     page.demo.load(history_list, listed, side.listing, concurrency_limit=None)
+    for answered in chat.answered:
+        answered.then(history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden")
     opened = side.listing.input(history_open, [side.listing, page.lang],
-                                [chat.chatbot, chat.conversation, chat.info, side.title, *chat.settings,
+                                [chat.chatbot, chat.conversation, chat.info, side.title, *chat.settings.inputs,
                                  side.confirm_row, side.export_file], cancels=chat.events, concurrency_limit=None)
     started = side.new.click(history_new, None, [chat.chatbot, chat.conversation, chat.info, side.title,
                                                  side.confirm_row, side.listing], cancels=chat.events,
@@ -190,7 +183,6 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> SidebarEvents:
                           concurrency_limit=None)
     side.upload.upload(history_import, [side.upload, side.search, chat.conversation, page.lang],
                        [side.listing, side.status], concurrency_limit=None)
-    return SidebarEvents(history_list)
 
 
 def _uploaded(path: str) -> bytes:
