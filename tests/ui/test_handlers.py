@@ -225,3 +225,26 @@ async def test_the_page_queue_polls_at_50_ms_not_every_millisecond():
         assert queue.sleep_when_free == queue.progress_update_sleep_when_free == QUEUE_POLL_S
     finally:
         await close(services)
+
+
+async def test_every_page_handler_names_its_request_in_a_hint_gradio_can_read():
+    """Gradio hands the request (and event data) to a parameter by its annotation, and passes none
+    when a hint does not resolve (its get_type_hints swallows the NameError): every handler's
+    hints resolve, and each `request` is a gr.Request."""
+    import typing
+
+    import gradio as gr
+
+    from ui.account.session import Sessions
+    from ui.blocks import build_ui
+
+    services = await services_with()
+    try:
+        page = build_ui(services, Sessions(services.keyring), "")
+        handlers = [block_fn.fn for block_fn in page.fns.values() if block_fn.fn is not None]
+        hints = {fn.__qualname__: typing.get_type_hints(fn) for fn in handlers}
+        takes_request = {name for name, hint in hints.items() if "request" in hint}
+        assert {"ChatHandlers.respond", "ChatHandlers.edited", "SidebarHandlers.history_open"} <= takes_request
+        assert all(hints[name]["request"] is gr.Request for name in takes_request)
+    finally:
+        await close(services)
