@@ -4,7 +4,7 @@
     .venv/bin/python bench/history.py            # about a minute on 2 cores
     .venv/bin/python bench/history.py --quick    # fewer rounds, a smoke run
 
-The file is filled through the store itself (ui/history_store.py) in a temporary folder: one
+The file is filled through the store itself (conversations/store.py) in a temporary folder: one
 caller (alice) with 1,000 conversations of 4 messages, one of them 200 messages long (answers of
 ~800 characters with ~400 characters of reasoning and their details), and 1,000 more conversations
 of another caller beside them, so the owner index has work to do.
@@ -36,9 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from conversations.store import HistoryStore, StoredMessage  # noqa: E402
 from settings.schema import HistoryConfig  # noqa: E402
-from ui.history_store import HistoryStore, StoredMessage  # noqa: E402
-from ui.history_view import chat_rows, choices  # noqa: E402
+from ui.history.view import chat_rows, choices  # noqa: E402
 
 TARGET_S = 0.300
 KEY = "sk-alice-bench-0001"

@@ -24,7 +24,7 @@ import aiosqlite
 from cache.keys import CacheKey
 from cache.similar import Pairing, SimilarAnswers
 from cache.similar_index import Match
-from core.sqlite_file import open_or_set_aside
+from core.sqlite_file import SqliteFile
 from settings.schema import CacheConfig
 
 log = logging.getLogger("gpt_oss_webui.cache")
@@ -73,7 +73,7 @@ class ResponseCache:
         self.config = config
         self.clock = clock
         self.similar = similar  # kept in step with the entries below: added, dropped, rebuilt at open
-        self._db: aiosqlite.Connection | None = None
+        self._file = SqliteFile(Path(config.path), "the response cache", log, clock)
         self._index: OrderedDict[str, _Indexed] = OrderedDict()
         self._bytes = 0
         self._pending: dict[str, tuple[str, str]] = {}  # key -> (canonical, response) not yet written
@@ -82,22 +82,22 @@ class ResponseCache:
         self.hits = self.misses = self.evictions = self.expired = 0
 
     async def open(self) -> None:
-        self._db = await open_or_set_aside(Path(self.config.path), self._setup, log, self.clock)
+        await self._file.open(self._setup)
         self._tasks = [asyncio.create_task(self._write_forever(), name="cache-writer"),
                        asyncio.create_task(self._purge_forever(), name="cache-purge")]
 
     async def close(self) -> None:
-        if self._db is None:
+        if not self._file.is_open:
             return
         await self.flush()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._close_db()
+        await self._file.close()
 
     async def get(self, key: CacheKey) -> CachedResponse | None:
         entry = self._index.get(key.digest)
-        if entry is None or self._db is None:
+        if entry is None or not self._file.is_open:
             self.misses += 1
             return None
         now = self.clock()
@@ -118,7 +118,7 @@ class ResponseCache:
     async def get_similar(self, key: CacheKey) -> tuple[CachedResponse, Match] | None:
         """After an exact miss: the answer to the most similar stored request (same partition, every
         guard passed, not blocked), counted as a similar hit rather than a miss."""
-        if self.similar is None or self._db is None:
+        if self.similar is None or not self._file.is_open:
             return None
         match = self.similar.find(key)
         if match is None:
@@ -147,7 +147,7 @@ class ResponseCache:
         if row is not None:
             return row
         try:
-            async with self._connected().execute("SELECT canonical, response FROM entries WHERE key = ?",
+            async with self._file.connected().execute("SELECT canonical, response FROM entries WHERE key = ?",
                                                  (digest,)) as cur:
                 found = await cur.fetchone()
         except sqlite3.Error as exc:
@@ -157,7 +157,7 @@ class ResponseCache:
 
     def put(self, key: CacheKey, response: CachedResponse) -> None:
         """Store an answer; returns at once, the write happens in the background."""
-        if self._db is None:
+        if not self._file.is_open:
             return
         body = json.dumps(asdict(response), ensure_ascii=False)
         size = len(key.canonical.encode()) + len(body.encode())
@@ -194,7 +194,7 @@ class ResponseCache:
     def stats(self) -> dict[str, Any]:
         similar_hits = self.similar.hits if self.similar is not None else 0
         lookups = self.hits + self.misses + similar_hits
-        stats = {"object": "cache.stats", "enabled": self._db is not None, "entries": len(self._index),
+        stats = {"object": "cache.stats", "enabled": self._file.is_open, "entries": len(self._index),
                  "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
                  "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
                  "evictions": self.evictions, "expired": self.expired,
@@ -231,7 +231,6 @@ class ResponseCache:
     async def _setup(self, db: aiosqlite.Connection) -> None:
         await db.execute(_SCHEMA)
         await db.execute(_BLOCKS)
-        self._db = db
         await self._load_index(db)
         if self.similar is not None:
             await self._load_similar(db, self.similar)
@@ -254,26 +253,15 @@ class ResponseCache:
         async with db.execute("SELECT source, request FROM similar_blocks") as cur:
             similar.load_blocks([tuple(row) async for row in cur])
 
-    def _connected(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise RuntimeError("the response cache is not open")
-        return self._db
-
-    async def _close_db(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
-
     async def _write_forever(self) -> None:
         while True:
             batch = [await self._writes.get()]
             while not self._writes.empty() and len(batch) < 256:
                 batch.append(self._writes.get_nowait())
             try:
-                db = self._connected()
-                for sql, params in batch:
-                    await db.execute(sql, params)
-                await db.commit()
+                async with self._file.transaction() as db:  # a batch that fails is rolled back whole
+                    for sql, params in batch:
+                        await db.execute(sql, params)
             except sqlite3.Error as exc:
                 log.warning("cache write failed: %s", exc)
             finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from core.sqlite_file import open_or_set_aside
+from core.sqlite_file import SqliteFile
 
 log = logging.getLogger("gpt_oss_webui.responses")
 
@@ -98,25 +98,24 @@ class ChainedStore(abc.ABC):
 class ResponseStore(ChainedStore):
     def __init__(self, path: str, ttl_s: float, max_responses: int, clock: Callable[[], float] = time.time) -> None:
         self.path, self.ttl_s, self.max_responses, self.clock = Path(path), ttl_s, max_responses, clock
-        self._db: aiosqlite.Connection | None = None
+        self._file = SqliteFile(self.path, "the response store", log, clock)
         self._count = 0
         self._purged = 0.0
 
     async def open(self) -> None:
-        self._db = await open_or_set_aside(self.path, self._setup, log, self.clock)
+        await self._file.open(self._setup)
         await self._purge()
         await self._fail_unfinished()
 
     async def _fail_unfinished(self) -> None:
         """Background responses the last process did not finish: failed, never silently lost."""
-        db = self._connected()
-        async with db.execute("SELECT id, response FROM responses WHERE json_extract(response, '$.status') "
-                              "IN ('queued', 'in_progress')") as cur:
-            rows = list(await cur.fetchall())
-        for response_id, text in rows:
-            await db.execute("UPDATE responses SET response = ? WHERE id = ?",
-                             (json.dumps(failed_by_a_stop(json.loads(text))), response_id))
-        await db.commit()
+        async with self._file.transaction() as db:
+            async with db.execute("SELECT id, response FROM responses WHERE json_extract(response, '$.status') "
+                                  "IN ('queued', 'in_progress')") as cur:
+                rows = list(await cur.fetchall())
+            for response_id, text in rows:
+                await db.execute("UPDATE responses SET response = ? WHERE id = ?",
+                                 (json.dumps(failed_by_a_stop(json.loads(text))), response_id))
         if rows:
             log.warning("%d background responses were unfinished when the server stopped; marked failed", len(rows))
 
@@ -128,17 +127,14 @@ class ResponseStore(ChainedStore):
         self._count = row[0] if row is not None else 0  # COUNT(*) always has its row
 
     async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        await self._file.close()
 
     async def put(self, stored: StoredResponse) -> None:
-        db = self._connected()
-        cur = await db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", (
-            stored.id, stored.caller, stored.created, stored.previous_id,
-            json.dumps(stored.response, ensure_ascii=False), json.dumps(stored.input_items, ensure_ascii=False)))
-        self._count += cur.rowcount
-        await db.commit()
+        async with self._file.transaction() as db:
+            cur = await db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", (
+                stored.id, stored.caller, stored.created, stored.previous_id,
+                json.dumps(stored.response, ensure_ascii=False), json.dumps(stored.input_items, ensure_ascii=False)))
+            self._count += cur.rowcount
         if self._count > self.max_responses:
             await self._evict(self._count - self.max_responses)
         if self.clock() - self._purged > PURGE_INTERVAL_S:
@@ -146,13 +142,12 @@ class ResponseStore(ChainedStore):
 
     async def update(self, response_id: str, caller: str, response: dict) -> None:
         """A background response's new state (in progress, then its outcome)."""
-        db = self._connected()
-        await db.execute("UPDATE responses SET response = ? WHERE id = ? AND caller = ?",
-                         (json.dumps(response, ensure_ascii=False), response_id, caller))
-        await db.commit()
+        async with self._file.transaction() as db:
+            await db.execute("UPDATE responses SET response = ? WHERE id = ? AND caller = ?",
+                             (json.dumps(response, ensure_ascii=False), response_id, caller))
 
     async def get(self, response_id: str, caller: str) -> StoredResponse | None:
-        async with self._connected().execute(
+        async with self._file.connected().execute(
                 "SELECT id, caller, created, previous_id, response, input_items FROM responses "
                 "WHERE id = ? AND caller = ? AND created >= ?", (response_id, caller, self.clock() - self.ttl_s)) as cur:
             row = await cur.fetchone()
@@ -161,28 +156,21 @@ class ResponseStore(ChainedStore):
         return StoredResponse(row[0], row[1], row[2], row[3], json.loads(row[4]), json.loads(row[5]))
 
     async def delete(self, response_id: str, caller: str) -> bool:
-        db = self._connected()
-        cur = await db.execute("DELETE FROM responses WHERE id = ? AND caller = ?", (response_id, caller))
-        await db.commit()
+        async with self._file.transaction() as db:
+            cur = await db.execute("DELETE FROM responses WHERE id = ? AND caller = ?", (response_id, caller))
         self._count -= cur.rowcount
         return cur.rowcount > 0
 
     async def _purge(self) -> None:
-        db, self._purged = self._connected(), self.clock()
-        cur = await db.execute("DELETE FROM responses WHERE created < ?", (self.clock() - self.ttl_s,))
-        await db.commit()
+        self._purged = self.clock()
+        async with self._file.transaction() as db:
+            cur = await db.execute("DELETE FROM responses WHERE created < ?", (self.clock() - self.ttl_s,))
         self._count -= cur.rowcount
         if self._count > self.max_responses:
             await self._evict(self._count - self.max_responses)
 
     async def _evict(self, n: int) -> None:
-        db = self._connected()
-        cur = await db.execute("DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created LIMIT ?)",
-                               (n,))
-        await db.commit()
+        async with self._file.transaction() as db:
+            cur = await db.execute("DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created "
+                                   "LIMIT ?)", (n,))
         self._count -= cur.rowcount
-
-    def _connected(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise RuntimeError("the response store is not open")
-        return self._db

@@ -16,6 +16,7 @@ import pytest
 
 from cache.keys import CacheKey
 from cache.store import CachedResponse, ResponseCache
+from conversations.store import HistoryStore, StoredMessage
 from monitor.logs import configure_logging
 from pipeline.caller import Keyring
 from responses.sealed import ReasoningSeal
@@ -23,7 +24,6 @@ from responses.store import ResponseStore, StoredResponse
 from settings import ConfigError, load_config
 from settings.loader import KEYS_ENV, warn_of_open_key_files
 from settings.schema import CacheConfig, HistoryConfig, LoggingConfig
-from ui.history_store import HistoryStore, StoredMessage
 
 SHA = "ab" * 32
 

@@ -1,21 +1,22 @@
-"""The Gradio page: the header and the Language switch, then one builder per part (ui.chat_tab
-with its sidebar and operator panel, ui.monitor_tab, ui.batch_tab). Every handler acts as the
-signed-in caller, through the same pipeline as the HTTP API."""
+"""The Gradio page: the header and the Language switch, then one builder per part (the Chat tab:
+ui.history's sidebar beside ui.chat's column with the operators' panel; ui.monitor.tab,
+ui.batch.tab). Every handler acts as the signed-in caller, through the same pipeline as the HTTP
+API."""
 
 from __future__ import annotations
 
 import gradio as gr
 
+from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
-from ui.batch_tab import build_batch_tab
-from ui.chat_tab import build_chat_tab
-from ui.history_store import HistoryStore
+from ui.account.session import Sessions
+from ui.batch.tab import build_batch_tab
+from ui.chat.tab import build_chat, wire_chat
+from ui.history.sidebar import build_sidebar, wire_sidebar
 from ui.i18n import EN, ZH
-from ui.monitor_tab import build_monitor_tab
-from ui.page import Page, code_of
+from ui.monitor.tab import build_monitor_tab
+from ui.page import Labels, Page, code_of, header_html
 from ui.page import relabel as relabelled
-from ui.session import Sessions
-from ui.views import header_html
 from wiring import Services
 
 CSS = """
@@ -62,6 +63,18 @@ def build_ui(services: Services, sessions: Sessions, config_path: str,
     demo.queue(default_concurrency_limit=None)
     slow_queue_polling(demo)
     return demo
+
+
+def build_chat_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Group]:
+    """The tab's labels for the Language switch, and the operators' group (shown to admins)."""
+    with gr.Tab(t("chat"), elem_id="tab-chat") as tab:
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=240, visible=page.history.config.enabled, elem_id="history"):
+                sidebar = build_sidebar(t)
+            with gr.Column(scale=4):
+                chat = build_chat(page, t)
+    wire_sidebar(page, sidebar, wire_chat(page, chat))
+    return {tab: "chat", **chat.labels, **sidebar.labels}, chat.operator.group
 
 
 def slow_queue_polling(demo: gr.Blocks) -> None:

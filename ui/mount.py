@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Callable
 import gradio as gr
 from fastapi import FastAPI, Request
 
+from conversations.store import HistoryStore
+from ui.account.owner import BrowserId
+from ui.account.session import COOKIE, PageGuard, Sessions
+from ui.account.signin import add_sign_in
+from ui.account.uploads import UploadGuard, Uploads
 from ui.blocks import CSS, I18N, build_ui
-from ui.history_store import HistoryStore
-from ui.owner import BrowserId
-from ui.session import COOKIE, PageGuard, Sessions
-from ui.signin import add_sign_in
-from ui.uploads import UploadGuard, Uploads
 from wiring import Services
 
 

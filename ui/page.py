@@ -4,20 +4,22 @@ Language switch's relabelling."""
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
+from conversations.store import HistoryStore
 from pipeline.caller import Caller
-from ui.history_store import HistoryStore
+from ui.account.owner import BROWSER_COOKIE, owner_of
+from ui.account.session import COOKIE, Sessions
+from ui.account.usage import usage_html
 from ui.i18n import message
-from ui.owner import BROWSER_COOKIE, owner_of
-from ui.session import COOKIE, Sessions
-from ui.views import header_html
 from wiring import Services
 
 Labels = dict[Any, str]  # component -> i18n key, for the Language switch
+Update = dict[str, Any]  # gr.update(...) or gr.skip(): a change to a component, or none
 
 
 @dataclass(slots=True)
@@ -48,6 +50,22 @@ class Page:
     def then_header(self, event: Any) -> Any:
         """The usage line under the header counts the answer just given."""
         return event.then(self.header_now, self.lang, self.header, concurrency_limit=None, show_progress="hidden")
+
+
+def header_html(services: Services, caller: Caller | None, code: str) -> str:
+    """Product, served model, engine state and who is signed in (with a sign-out button)."""
+    engine = services.engine
+    state = message(code, "ready" if engine.ready else "loading")
+    user = ""
+    if caller is not None:
+        user = f" · {html.escape(message(code, 'signed_in', name=caller.name))}"
+        if services.keyring.any_keys:
+            user += (f' <form method="post" action="/signout"><button id="sign-out">'
+                     f'{html.escape(message(code, "sign_out"))}</button></form>')
+    usage = usage_html(services, caller, code) if caller is not None else ""
+    return (f'<div><strong style="font-size:1.25em">GPT-OSS WebUI</strong> · '
+            f'<code>{html.escape(engine.capabilities.model)}</code> · '
+            f'<span id="engine-state">{state}</span>{user}</div>{usage}')
 
 
 def code_of(language: str) -> str:

@@ -15,12 +15,13 @@ from scheduler.request import PriorityClass
 from scheduler.snapshot import snapshot
 from settings import load_config
 from tests.conftest import FAST_SIM
-from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
-from ui.chat import ChatSettings, build_body, run_chat
+from ui.admin.operator import SettingsError, apply_limits, apply_preset
+from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
+from ui.chat.call import build_body, run_chat
+from ui.chat.chat_settings import ChatSettings
+from ui.chat.views import ShownAnswer
 from ui.i18n import message
-from ui.monitor import MonitorHistory, figures, process_memory_bytes
-from ui.operator import SettingsError, apply_limits, apply_preset
-from ui.views import ShownAnswer
+from ui.monitor.figures import MonitorHistory, figures, process_memory_bytes
 
 ANON = Caller("anonymous")
 ADMIN = Caller("key-admin", admin=True)
@@ -214,13 +215,36 @@ def test_the_thinking_block_folds_when_the_answer_starts():
 
 
 async def test_the_page_queue_polls_at_50_ms_not_every_millisecond():
+    from ui.account.session import Sessions
     from ui.blocks import QUEUE_POLL_S, build_ui
-    from ui.session import Sessions
 
     services = await services_with()
     try:
         page = build_ui(services, Sessions(services.keyring), "")
         queue = page._queue  # Gradio's own defaults are 0.001 and 0.01 s
         assert queue.sleep_when_free == queue.progress_update_sleep_when_free == QUEUE_POLL_S
+    finally:
+        await close(services)
+
+
+async def test_every_page_handler_names_its_request_in_a_hint_gradio_can_read():
+    """Gradio hands the request (and event data) to a parameter by its annotation, and passes none
+    when a hint does not resolve (its get_type_hints swallows the NameError): every handler's
+    hints resolve, and each `request` is a gr.Request."""
+    import typing
+
+    import gradio as gr
+
+    from ui.account.session import Sessions
+    from ui.blocks import build_ui
+
+    services = await services_with()
+    try:
+        page = build_ui(services, Sessions(services.keyring), "")
+        handlers = [block_fn.fn for block_fn in page.fns.values() if block_fn.fn is not None]
+        hints = {fn.__qualname__: typing.get_type_hints(fn) for fn in handlers}
+        takes_request = {name for name, hint in hints.items() if "request" in hint}
+        assert {"ChatHandlers.respond", "ChatHandlers.edited", "SidebarHandlers.history_open"} <= takes_request
+        assert all(hints[name]["request"] is gr.Request for name in takes_request)
     finally:
         await close(services)

@@ -1,6 +1,6 @@
 """Export and import without a browser: our JSON round-trips whole, Markdown reads as a
 transcript, ChatGPT's conversations.json comes in as its shown branch, anything else is refused
-with a reason (ui.history_import's checks, field by field, are tests/ui/test_history_import.py's); and
+with a reason (ui.history.imports's checks, field by field, are tests/ui/test_history_import.py's); and
 the rows the chat shows for a stored conversation."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from ui.chat import ChatSettings
-from ui.history_export import ImportProblem, file_stem, parse_import, to_json, to_markdown
-from ui.history_store import Conversation, StoredMessage
-from ui.history_view import chat_rows, last_info, settings_values, stored_count
+from conversations.store import Conversation, StoredMessage
+from ui.chat.chat_settings import ChatSettings, settings_values
+from ui.chat.views import stored_count
+from ui.history.export import ImportProblem, file_stem, parse_import, to_json, to_markdown
+from ui.history.view import chat_rows, last_info
 
 DETAILS = {"caller": "alice", "class": "high", "wait_s": 1.25, "tokens": 12, "tokens_per_s": 30.5, "cached": True}
 

@@ -17,7 +17,7 @@ from gradio_client import Client
 from tests.conftest import LiveServer
 from tests.ui.conftest import UI, start_server
 from tests.ui.test_page_keys import session
-from ui.owner import BROWSER_COOKIE
+from ui.account.owner import BROWSER_COOKIE
 
 TEAM = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-000001}]"
 SECRET = "alice's secret recipe for plum jam"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.ui.test_history_store import chat, opened
-from ui.history_export import to_json, to_markdown
-from ui.history_import import TEXT_CHARS, ImportProblem, Limits, _one, describe, import_file, parse_import
-from ui.history_store import Conversation, HistoryStore
+from conversations.store import Conversation, HistoryStore
+from tests.conversations.test_store import chat, opened
+from ui.history.export import to_json, to_markdown
+from ui.history.imports import TEXT_CHARS, ImportProblem, Limits, _one, describe, import_file, parse_import
 
 OWNER = "key:alice"
 DETAILS = {"caller": "alice", "class": "high", "wait_s": 1.25, "tokens": 12, "tokens_per_s": 30.5, "cached": False,

@@ -15,8 +15,8 @@ import httpx
 from gradio_client import Client
 
 from tests.app_process import free_port, start_app
-from ui.answer import CHECKPOINT_S
-from ui.owner import BROWSER_COOKIE
+from ui.account.owner import BROWSER_COOKIE
+from ui.chat.answer import CHECKPOINT_S
 
 
 def text(content: str | list) -> str:

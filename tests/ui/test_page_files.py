@@ -16,7 +16,7 @@ from gradio_client import Client, handle_file
 from tests.conftest import LiveServer
 from tests.ui.conftest import UI, start_server
 from tests.ui.test_page_keys import session
-from ui.uploads import REFUSED, UploadRefused, uploaded_file
+from ui.account.uploads import REFUSED, UploadRefused, uploaded_file
 
 TEAM = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-000001}]"
 FILE_TYPES = {"file", "uploadbutton", "image", "audio", "video", "gallery", "multimodaltextbox", "model3d",

@@ -1,5 +1,5 @@
 """Figures for the monitor panel: GPU memory (or process memory and KV cache without a GPU), queue,
-throughput and cache, plus a short history for the plots. No Gradio here."""
+throughput and cache, the table that shows them, plus a short history for the plots. No Gradio here."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from cache.redis_store import RedisResponseCache
 from cache.store import ResponseCache
 from monitor.gpu import GpuMonitor
 from scheduler.snapshot import Snapshot
+from ui.i18n import message
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,6 +79,25 @@ def figures(snap: Snapshot, gpu: GpuMonitor | None, cache: ResponseCache | Redis
         "emergency": snap.emergency,
         "admission_paused": snap.admission_paused,
     }
+
+
+def monitor_markdown(s: dict, code: str) -> str:
+    if s["gpus"]:
+        memory = "\n".join(f"- GPU {g['index']} {g['name']}: {g['used_gb']:.1f} / {g['total_gb']:.1f} GiB, "
+                           f"{g['utilization_pct']:.0f}% busy" for g in s["gpus"])
+    else:
+        kv = "–" if s["kv_usage_pct"] is None else f"{s['kv_usage_pct']:.1f}%"
+        memory = (f"{message(code, 'no_gpu')}\n\n- process memory: {s['process_memory_gb']:.2f} GiB\n"
+                  f"- KV cache in use: {kv}")
+    waiting = s["waiting"]
+    hit = "–" if s["cache_hit_rate"] is None else f"{100 * s['cache_hit_rate']:.0f}%"
+    tpot = "–" if s["tpot_s"] is None else f"{1000 * s['tpot_s']:.0f} ms"
+    return (f"{memory}\n\n| waiting high / medium / low | running / limit | time per token (objective) | avg wait | "
+            f"tokens/s | cache hit rate | emergency | admissions |\n|---|---|---|---|---|---|---|---|\n"
+            f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} / {s['slots']} | "
+            f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | "
+            f"{hit} | "
+            f"{'ON' if s['emergency'] else 'off'} | {'paused' if s['admission_paused'] else 'open'} |")
 
 
 def memory_in_use_bytes(gpu: GpuMonitor | None) -> int:

@@ -7,11 +7,11 @@ written, so a `kill -9` loses at most the unsaved tail of an answer still stream
 that was streaming when the server died is marked `interrupted` when the file is next opened.
 Bounded per owner (`max_conversations`, least recently used first) and per conversation
 (`max_messages`, oldest first); an import, written whole in one transaction or not at all, is
-refused rather than pushing anything out."""
+refused rather than pushing anything out. No Gradio here: the page (ui/) uses the store, as the
+other transports could, and it sits beside the other stores."""
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import json
 import logging
@@ -25,7 +25,7 @@ from typing import Any
 
 import aiosqlite
 
-from core.sqlite_file import open_or_set_aside
+from core.sqlite_file import SqliteFile
 from settings.schema import HistoryConfig
 
 log = logging.getLogger("gpt_oss_webui.history")
@@ -76,7 +76,7 @@ class StoredMessage:
 
 @dataclass(slots=True)
 class Imported:
-    """A conversation read from a file and checked (ui.history_import), not stored yet."""
+    """A conversation read from a file and checked (ui.history.imports), not stored yet."""
 
     title: str
     settings: dict[str, Any]
@@ -112,27 +112,23 @@ class HistoryStore:
     def __init__(self, config: HistoryConfig, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.clock = clock
-        self._db: aiosqlite.Connection | None = None
-        self._lock = asyncio.Lock()  # one multi-statement change at a time on the one connection
+        self._file = SqliteFile(Path(config.path), "conversation history", log, clock)
 
     @property
     def available(self) -> bool:
         """Off by configuration, or a file that could not be opened at all: the page chats on."""
-        return self._db is not None
+        return self._file.is_open
 
     async def open(self) -> None:
         if not self.config.enabled:
             return
         try:
-            self._db = await open_or_set_aside(Path(self.config.path), self._setup, log, self.clock)
+            await self._file.open(self._setup)
         except (OSError, sqlite3.Error) as exc:
             log.error("conversation history is off: %s could not be opened (%s)", self.config.path, exc)
-            self._db = None
 
     async def close(self) -> None:
-        if self._db is not None:
-            db, self._db = self._db, None
-            await db.close()
+        await self._file.close()
 
     async def _setup(self, db: aiosqlite.Connection) -> None:
         for statement in _SCHEMA:
@@ -143,17 +139,15 @@ class HistoryStore:
     async def create(self, owner: str, title: str, settings: dict[str, Any], created: float | None = None) -> str:
         conversation_id = uuid.uuid4().hex
         now = self.clock() if created is None else created
-        async with self._lock:
-            db = self._need()
+        async with self._file.transaction() as db:
             await db.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
                              (conversation_id, owner, title_from(title), now, now, json.dumps(settings)))
             await self._bound_conversations(db, owner)
-            await db.commit()
         return conversation_id
 
     async def list(self, owner: str, query: str = "", limit: int | None = None) -> list[Summary]:
         """Newest first; `query` matches titles and message text, case-insensitively."""
-        if self._db is None:
+        if not self._file.is_open:
             return []
         sql = "SELECT id, title, created, updated FROM conversations WHERE owner = ?"
         args: builtins.list[str | int] = [owner]
@@ -164,19 +158,20 @@ class HistoryStore:
             args += [like, like]
         sql += " ORDER BY updated DESC, rowid DESC LIMIT ?"
         args.append(limit or self.config.max_conversations)
-        async with self._db.execute(sql, args) as cursor:
+        async with self._file.connected().execute(sql, args) as cursor:
             return [Summary(*row) async for row in cursor]
 
     async def get(self, owner: str, conversation_id: str) -> Conversation | None:
-        if self._db is None:
+        if not self._file.is_open:
             return None
-        async with self._db.execute("SELECT id, title, created, updated, settings FROM conversations "
-                                    "WHERE id = ? AND owner = ?", (conversation_id, owner)) as cursor:
+        db = self._file.connected()
+        async with db.execute("SELECT id, title, created, updated, settings FROM conversations "
+                              "WHERE id = ? AND owner = ?", (conversation_id, owner)) as cursor:
             row = await cursor.fetchone()
         if row is None:
             return None
-        async with self._db.execute("SELECT role, content, reasoning, details, outcome, reason, created, id "
-                                    "FROM messages WHERE conversation_id = ? ORDER BY id", (row[0],)) as cursor:
+        async with db.execute("SELECT role, content, reasoning, details, outcome, reason, created, id "
+                              "FROM messages WHERE conversation_id = ? ORDER BY id", (row[0],)) as cursor:
             messages = [StoredMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], r[7])
                         async for r in cursor]
         return Conversation(row[0], row[1], row[2], row[3], json.loads(row[4]), messages)
@@ -192,22 +187,19 @@ class HistoryStore:
                                   (json.dumps(settings), conversation_id, owner))
 
     async def delete(self, owner: str, conversation_id: str) -> bool:
-        if self._db is None:
+        if not self._file.is_open:
             return False
-        async with self._lock:
-            db = self._need()
+        async with self._file.transaction() as db:
             cursor = await db.execute("DELETE FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner))
             if cursor.rowcount:
                 await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
-            await db.commit()
             return cursor.rowcount > 0
 
     async def add(self, owner: str, conversation_id: str, message: StoredMessage) -> int | None:
         """The new message's id, committed; None where the conversation is not this owner's."""
-        if self._db is None:
+        if not self._file.is_open:
             return None
-        async with self._lock:
-            db = self._need()
+        async with self._file.transaction() as db:
             if not await self._owns(db, owner, conversation_id):
                 return None
             created = message.created or self.clock()
@@ -218,15 +210,13 @@ class HistoryStore:
             await db.execute("DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
                              "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?)",
                              (conversation_id, conversation_id, self.config.max_messages))
-            await db.commit()
             return cursor.lastrowid
 
     async def update(self, owner: str, conversation_id: str, message_id: int, message: StoredMessage) -> bool:
         """An answer as it grows and when it ends, committed each time."""
-        if self._db is None:
+        if not self._file.is_open:
             return False
-        async with self._lock:
-            db = self._need()
+        async with self._file.transaction() as db:
             if not await self._owns(db, owner, conversation_id):
                 return False
             cursor = await db.execute(
@@ -235,21 +225,18 @@ class HistoryStore:
                 (message.content, message.reasoning, json.dumps(message.details), message.outcome, message.reason,
                  message_id, conversation_id))
             await self._touch(db, conversation_id, self.clock())
-            await db.commit()
             return cursor.rowcount > 0
 
     async def truncate(self, owner: str, conversation_id: str, keep: int) -> bool:
         """Keeps the first `keep` messages: an edited message and a regenerated answer replace
         every later turn."""
-        if self._db is None:
+        if not self._file.is_open:
             return False
-        async with self._lock:
-            db = self._need()
+        async with self._file.transaction() as db:
             if not await self._owns(db, owner, conversation_id):
                 return False
             await db.execute("DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
                              "WHERE conversation_id = ? ORDER BY id LIMIT ?)", (conversation_id, conversation_id, keep))
-            await db.commit()
             return True
 
     async def import_conversations(self, owner: str, items: Sequence[Imported]) -> builtins.list[str]:
@@ -257,15 +244,9 @@ class HistoryStore:
         back before the lock is let go so that no later write commits half an import. The bound
         evicts nothing for an import: one that would push out earlier conversations is refused."""
         ids = [uuid.uuid4().hex for _ in items]
-        async with self._lock:
-            db = self._need()
-            try:
-                await self._room_for(db, owner, items)
-                await self._insert(db, owner, list(zip(ids, items)))
-                await db.commit()
-            except BaseException:  # a cancelled import too
-                await db.rollback()
-                raise
+        async with self._file.transaction() as db:  # rolled back on any error, a cancelled import too
+            await self._room_for(db, owner, items)
+            await self._insert(db, owner, list(zip(ids, items)))
         return ids
 
     async def import_conversation(self, owner: str, title: str, settings: dict[str, Any],
@@ -275,18 +256,11 @@ class HistoryStore:
         return conversation_id
 
     async def _change(self, sql: str, args: tuple) -> bool:
-        if self._db is None:
+        if not self._file.is_open:
             return False
-        async with self._lock:
-            db = self._need()
+        async with self._file.transaction() as db:
             cursor = await db.execute(sql, args)
-            await db.commit()
             return cursor.rowcount > 0
-
-    def _need(self) -> aiosqlite.Connection:
-        if self._db is None:
-            raise RuntimeError("conversation history is not open")
-        return self._db
 
     @staticmethod
     async def _owns(db: aiosqlite.Connection, owner: str, conversation_id: str) -> bool:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from conversations.store import OUTCOMES, ROLES, HistoryStore, Imported, ImportProblem, StoredMessage
 from settings.schema import HistoryConfig
-from ui.history_store import OUTCOMES, ROLES, HistoryStore, Imported, ImportProblem, StoredMessage
 from ui.i18n import message
 
 log = logging.getLogger("gpt_oss_webui.history")
@@ -235,12 +235,12 @@ _LONG, _LONG_OR_NOT, _SHORT = _text(TEXT_CHARS), _text(TEXT_CHARS, optional=True
 _TIME = _number(0, LATEST, optional=True)
 
 
-_DETAILS: dict[str, Check] = {  # as ui.views.answer_details writes them
+_DETAILS: dict[str, Check] = {  # as ui.chat.views.answer_details writes them
     "caller": _text(SHORT_CHARS), "class": _text(SHORT_CHARS), "finish_reason": _text(SHORT_CHARS, optional=True),
     "wait_s": _number(0, 1e9), "tokens": _number(0, 10**12, whole=True),
     "tokens_per_s": _number(0, 1e9, optional=True), "cached": _flag, "similarity": _number(-2, 2, optional=True),
 }
-_SETTINGS: dict[str, Check] = {  # ui.chat.ChatSettings, within the page's own fields' ranges
+_SETTINGS: dict[str, Check] = {  # ui.chat.chat_settings.ChatSettings, within the page's own fields' ranges
     "system_prompt": _text(TEXT_CHARS), "priority": _choice("high", "medium", "low"),
     "reasoning_effort": _choice("low", "medium", "high"), "max_tokens": _number(1, 10**7, whole=True),
     "temperature": _number(0, 2), "top_p": _number(0, 1), "timeout_s": _number(1, 10**6),

@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ui.owner import BROWSER_COOKIE
-from ui.session import COOKIE
+from ui.account.owner import BROWSER_COOKIE
+from ui.account.session import COOKIE
 
 log = logging.getLogger("gpt_oss_webui.page")
 UPLOAD_ROUTE = "/gradio_api/upload"

@@ -7,10 +7,9 @@ import gradio as gr
 import pandas as pd
 
 from scheduler.snapshot import snapshot
-from ui.accounts import users_markdown
-from ui.monitor import MonitorHistory, figures
-from ui.page import Labels, Page, code_of
-from ui.views import header_html, monitor_markdown
+from ui.account.usage import users_markdown
+from ui.monitor.figures import MonitorHistory, figures, monitor_markdown
+from ui.page import Labels, Page, code_of, header_html
 
 PLOTS = (("waiting", "queue_plot", "requests"), ("memory_gb", "memory_plot", "GiB"),
          ("tokens_per_s", "throughput_plot", "tokens/s"))

@@ -12,7 +12,8 @@ from pathlib import Path
 from pipeline.caller import Caller
 from pipeline.chat import ChatPipeline
 from pipeline.events import Finished, Refused
-from ui.chat import ChatSettings, run_chat
+from ui.chat.call import run_chat
+from ui.chat.chat_settings import ChatSettings
 
 MAX_PROMPTS = 1000
 

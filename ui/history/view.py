@@ -3,29 +3,13 @@ message. No Gradio and no database here.
 
 The chat holds more rows than the store: a Thinking block before an answer, and, for an answer
 restored from the history, a folded "Details" row after it. Both are titled messages, which the
-model is never sent (ui.chat) and which count for nothing here."""
+model is never sent (ui.chat.call) and which count for nothing here (ui.chat.views.is_extra)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
-
-from ui.chat import ChatSettings
-from ui.history_store import Conversation, StoredMessage, Summary
+from conversations.store import Conversation, StoredMessage, Summary
+from ui.chat.views import details_text
 from ui.i18n import message
-from ui.views import details_text
-
-SETTING_NAMES = ("system_prompt", "priority", "max_tokens", "temperature", "top_p", "reasoning_effort", "timeout_s")
-
-
-def is_extra(row: dict) -> bool:
-    """A Thinking block or a Details row: shown, never stored as a message of its own."""
-    return bool((row.get("metadata") or {}).get("title"))
-
-
-def stored_count(chat: list[dict]) -> int:
-    """How many stored messages the rows before a point stand for (where an edit cuts)."""
-    return sum(1 for row in chat if not is_extra(row))
 
 
 def chat_rows(conversation: Conversation, code: str) -> list[dict]:
@@ -57,22 +41,6 @@ def last_info(conversation: Conversation, code: str) -> str:
     """The line under the chat after opening: the last answer's, as it was when it was given."""
     answers = [m for m in conversation.messages if m.role == "assistant"]
     return outcome_line(answers[-1], code) if answers else ""
-
-
-def settings_dict(settings: ChatSettings) -> dict[str, Any]:
-    return asdict(settings)
-
-
-def settings_values(saved: dict[str, Any], default: ChatSettings) -> list[Any]:
-    """The page's settings fields in SETTING_NAMES order, from a conversation's saved settings
-    (a field it did not save keeps the page's default)."""
-    base, out = asdict(default), []
-    for name in SETTING_NAMES:
-        value, wanted = saved.get(name, base[name]), base[name]
-        if isinstance(wanted, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        out.append(value if type(value) is type(wanted) else wanted)
-    return out
 
 
 def choices(summaries: list[Summary]) -> list[tuple[str, str]]:

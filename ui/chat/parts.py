@@ -1,5 +1,5 @@
-"""What the sidebar fills in when it opens a conversation: the chat tab's parts, apart from
-both so that neither module imports the other."""
+"""What the conversation sidebar (ui.history) fills in and listens to: the chat's parts, without
+its buttons, so that the sidebar knows the chat only through this."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ from typing import Any
 
 import gradio as gr
 
+from ui.chat.settings_form import SettingsForm
+
 
 @dataclass(slots=True)
 class ChatParts:
-    """What the sidebar fills in when it opens a conversation."""
-
     chatbot: gr.Chatbot
     conversation: gr.State
     info: gr.Markdown
     msg: gr.Textbox
-    settings: list[Any]  # system, priority, max_tokens, temperature, top_p, reasoning, timeout
+    settings: SettingsForm  # what opening a conversation fills back in
     events: list[Any]  # the answering events, which opening another conversation cancels
+    answered: list[Any]  # each answering event once the header counts it: then the list follows
     similar: list[Any]  # the served similar answer's id and its "ask the model instead" button
 
     @staticmethod

@@ -1,6 +1,6 @@
 """Conversations out and in: our JSON (which imports back whole), Markdown (for reading), and
 ChatGPT's `conversations.json` (its data export), so a user can bring earlier chats along. Reading
-an import, field by field, is ui.history_import's. No Gradio and no database here."""
+an import, field by field, is ui.history.imports's. No Gradio and no database here."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ui.history_import import FORMAT, LATEST, parse_import
-from ui.history_store import Conversation, Imported, ImportProblem, StoredMessage
+from conversations.store import Conversation, Imported, ImportProblem, StoredMessage
+from ui.history.imports import FORMAT, LATEST, parse_import
 
 __all__ = ["FORMAT", "VERSION", "Imported", "ImportProblem", "file_stem", "parse_import", "to_json", "to_markdown"]
 VERSION = 1

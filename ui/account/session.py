@@ -1,5 +1,5 @@
 """The page's sessions: a server-side session per browser, named by an HttpOnly cookie, that every
-path the page serves checks (ui.signin makes them)."""
+path the page serves checks (ui.account.signin makes them)."""
 
 from __future__ import annotations
 

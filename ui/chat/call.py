@@ -14,17 +14,7 @@ from pipeline.chat import ChatCall, ChatPipeline
 from pipeline.events import Event, Refused
 from pipeline.refusal import Refusal
 from protocols.openai_chat.request import ChatCompletionRequest, describe
-
-
-@dataclass(slots=True)
-class ChatSettings:
-    priority: str = "medium"
-    max_tokens: int = 512
-    temperature: float = 0.7
-    top_p: float = 1.0
-    reasoning_effort: str = "medium"
-    timeout_s: float = 300.0
-    system_prompt: str = ""
+from ui.chat.chat_settings import ChatSettings
 
 
 def build_body(model: str, history: list[dict], settings: ChatSettings, exact: bool = False) -> ChatCompletionRequest:

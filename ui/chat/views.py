@@ -1,14 +1,22 @@
-"""What the page shows, as HTML and Markdown: the header, an answer's details, the monitor table."""
+"""What the chat shows of an answer: its details line, and the answer as it streams, with its
+Thinking block; and which of the chat's rows are only shown, never stored as messages (a Thinking
+block, a Details row)."""
 
 from __future__ import annotations
 
-import html
-
 from pipeline.caller import Caller
 from pipeline.events import Finished
-from ui.accounts import usage_html
 from ui.i18n import message
-from wiring import Services
+
+
+def is_extra(row: dict) -> bool:
+    """A Thinking block or a Details row: shown, never stored as a message of its own."""
+    return bool((row.get("metadata") or {}).get("title"))
+
+
+def stored_count(chat: list[dict]) -> int:
+    """How many stored messages the rows before a point stand for (where an edit cuts)."""
+    return sum(1 for row in chat if not is_extra(row))
 
 
 def answer_info(done: Finished, caller: Caller, priority: str, code: str) -> str:
@@ -33,41 +41,6 @@ def details_text(details: dict, code: str) -> str:
     return message(code, "info", caller=details.get("caller", ""), priority=details.get("class", ""),
                    wait=float(details.get("wait_s") or 0.0), tokens=details.get("tokens", 0), speed=speed,
                    cache=cache)
-
-
-def header_html(services: Services, caller: Caller | None, code: str) -> str:
-    """Product, served model, engine state and who is signed in (with a sign-out button)."""
-    engine = services.engine
-    state = message(code, "ready" if engine.ready else "loading")
-    user = ""
-    if caller is not None:
-        user = f" · {html.escape(message(code, 'signed_in', name=caller.name))}"
-        if services.keyring.any_keys:
-            user += (f' <form method="post" action="/signout"><button id="sign-out">'
-                     f'{html.escape(message(code, "sign_out"))}</button></form>')
-    usage = usage_html(services, caller, code) if caller is not None else ""
-    return (f'<div><strong style="font-size:1.25em">GPT-OSS WebUI</strong> · '
-            f'<code>{html.escape(engine.capabilities.model)}</code> · '
-            f'<span id="engine-state">{state}</span>{user}</div>{usage}')
-
-
-def monitor_markdown(s: dict, code: str) -> str:
-    if s["gpus"]:
-        memory = "\n".join(f"- GPU {g['index']} {g['name']}: {g['used_gb']:.1f} / {g['total_gb']:.1f} GiB, "
-                           f"{g['utilization_pct']:.0f}% busy" for g in s["gpus"])
-    else:
-        kv = "–" if s["kv_usage_pct"] is None else f"{s['kv_usage_pct']:.1f}%"
-        memory = (f"{message(code, 'no_gpu')}\n\n- process memory: {s['process_memory_gb']:.2f} GiB\n"
-                  f"- KV cache in use: {kv}")
-    waiting = s["waiting"]
-    hit = "–" if s["cache_hit_rate"] is None else f"{100 * s['cache_hit_rate']:.0f}%"
-    tpot = "–" if s["tpot_s"] is None else f"{1000 * s['tpot_s']:.0f} ms"
-    return (f"{memory}\n\n| waiting high / medium / low | running / limit | time per token (objective) | avg wait | "
-            f"tokens/s | cache hit rate | emergency | admissions |\n|---|---|---|---|---|---|---|---|\n"
-            f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} / {s['slots']} | "
-            f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | "
-            f"{hit} | "
-            f"{'ON' if s['emergency'] else 'off'} | {'paused' if s['admission_paused'] else 'open'} |")
 
 
 class ShownAnswer:

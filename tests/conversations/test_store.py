@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conversations.store import INTERRUPTED, HistoryStore, Imported, ImportProblem, StoredMessage, title_from
 from settings.schema import HistoryConfig
-from ui.history_store import INTERRUPTED, HistoryStore, Imported, ImportProblem, StoredMessage, title_from
 
 
 async def opened(path: Path, clock: list[float] | None = None, **limits: int) -> HistoryStore:

@@ -16,17 +16,29 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from conversations.store import STREAMING, HistoryStore, StoredMessage
 from pipeline.caller import Caller
 from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
-from ui.chat import ChatSettings, new_request_id, run_chat
-from ui.history_store import STREAMING, HistoryStore, StoredMessage
-from ui.history_view import settings_dict
+from ui.chat.call import new_request_id, run_chat
+from ui.chat.chat_settings import ChatSettings, settings_dict
+from ui.chat.views import ShownAnswer, answer_details, answer_info
 from ui.i18n import message
-from ui.views import ShownAnswer, answer_details, answer_info
+from ui.page import Update
 from wiring import Services
 
 CHECKPOINT_S = 1.0
 log = logging.getLogger("gpt_oss_webui.history")
+
+
+@dataclass(slots=True, frozen=True)
+class AnswerStep:
+    """The chat as the answer stands, the queue notice, the line under the chat, and the response id
+    a similar question's answer went out as (what "ask the model instead" reports), else None."""
+
+    chat: list[dict]
+    toast: Update
+    info: str | Update
+    similar: str | None = None
 
 
 @dataclass(slots=True)
@@ -106,15 +118,13 @@ class _Recorder:
 
 
 async def stream_answer(services: Services, caller: Caller, chat: list, settings: ChatSettings, code: str,
-                        book: Book, exact: bool = False) -> AsyncIterator[tuple]:
-    """(chat, toast, info, similar) updates for one answer, recorded in `book`; `similar` is the
-    response id a similar-question answer went out as (what "ask the model instead" reports),
-    else None. `exact`: no similar-question answer."""
+                        book: Book, exact: bool = False) -> AsyncIterator[AnswerStep]:
+    """The steps of one answer, recorded in `book`. `exact`: no similar-question answer."""
     hidden = gr.update(visible=False)
     shown = ShownAnswer(chat, message(code, "thinking"))
     recorder = _Recorder(book)
     await recorder.start()
-    yield shown.messages(), hidden, "", None
+    yield AnswerStep(shown.messages(), hidden, "")
     priority, request_id = "", new_request_id()
     try:
         async for event in run_chat(services.pipeline, caller, chat, settings, request_id, exact):
@@ -124,16 +134,16 @@ async def stream_answer(services: Services, caller: Caller, chat: list, settings
                 note = message(code, "queued", position=event.position, length=event.queue_length)
                 if event.estimated_wait_s is not None:
                     note += message(code, "eta", s=event.estimated_wait_s)
-                yield shown.messages(), gr.update(value=note, visible=True), "", None
+                yield AnswerStep(shown.messages(), gr.update(value=note, visible=True), "")
             elif isinstance(event, (ReasoningDelta, TextDelta)):
                 shown.think(event.text) if isinstance(event, ReasoningDelta) else shown.say(event.text)
                 await recorder.progress(shown)
-                yield shown.messages(), hidden, gr.update(), None
+                yield AnswerStep(shown.messages(), hidden, gr.update())
             elif isinstance(event, Finished):
                 shown.finish(event.text, event.reasoning)
                 await recorder.end(shown, "done", details=answer_details(event, caller, priority))
                 similar = request_id if event.similarity is not None else None
-                yield shown.messages(), hidden, answer_info(event, caller, priority, code), similar
+                yield AnswerStep(shown.messages(), hidden, answer_info(event, caller, priority, code), similar)
             elif isinstance(event, Refused):
                 shown.stop_thinking()
                 refusal = event.refusal
@@ -144,7 +154,7 @@ async def stream_answer(services: Services, caller: Caller, chat: list, settings
                 else:
                     text = message(code, "error", message=refusal.message)
                 gr.Warning(text)
-                yield shown.messages(), hidden, f"⚠️ {text}", None
+                yield AnswerStep(shown.messages(), hidden, f"⚠️ {text}")
     finally:  # the Stop button cancels this generator; the page going away closes it
         if recorder.message_id is not None:
             shown.stop_thinking()

@@ -11,7 +11,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from settings.schema import ServerConfig
-from ui.session import COOKIE, SESSION_TTL_S, Sessions
+from ui.account.session import COOKIE, SESSION_TTL_S, Sessions
 
 
 def add_sign_in(app: FastAPI, sessions: Sessions, server: ServerConfig) -> None:

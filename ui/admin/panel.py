@@ -1,5 +1,5 @@
 """The operators' part of Advanced settings: the server-wide limits and presets, shown to admins
-(and on an open page); every change is checked again against the caller (ui.operator)."""
+(and on an open page); every change is checked again against the caller (ui.admin.operator)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import gradio as gr
 
 from settings.schema import SchedulerConfig, field_bounds
+from ui.admin.operator import SettingsError, apply_limits, apply_preset
 from ui.i18n import EN
-from ui.operator import SettingsError, apply_limits, apply_preset
 from ui.page import Labels, Page
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from ui.batch import BatchInputError, parse_prompts, run_batch, write_results
-from ui.chat import ChatSettings
+from ui.account.uploads import UploadRefused, uploaded_file
+from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
+from ui.chat.chat_settings import ChatSettings
 from ui.i18n import message
 from ui.page import Labels, Page, code_of
-from ui.uploads import UploadRefused, uploaded_file
 
 
 def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
