@@ -18,7 +18,7 @@ import gradio as gr
 
 from conversations.store import STREAMING, HistoryStore, StoredMessage
 from pipeline.caller import Caller
-from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta
+from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, render
 from ui.chat.call import new_request_id, run_chat
 from ui.chat.chat_settings import ChatSettings, settings_dict
 from ui.chat.views import ShownAnswer, answer_details, answer_info
@@ -120,42 +120,73 @@ class _Recorder:
 async def stream_answer(services: Services, caller: Caller, chat: list, settings: ChatSettings, code: str,
                         book: Book, exact: bool = False) -> AsyncIterator[AnswerStep]:
     """The steps of one answer, recorded in `book`. `exact`: no similar-question answer."""
-    hidden = gr.update(visible=False)
     shown = ShownAnswer(chat, message(code, "thinking"))
     recorder = _Recorder(book)
     await recorder.start()
-    yield AnswerStep(shown.messages(), hidden, "")
-    priority, request_id = "", new_request_id()
+    yield AnswerStep(shown.messages(), _HIDDEN, "")
+    request_id = new_request_id()
+    page = _PageSteps(shown, recorder, caller, code, request_id)
     try:
         async for event in run_chat(services.pipeline, caller, chat, settings, request_id, exact):
-            if isinstance(event, Started):
-                priority = event.priority
-            elif isinstance(event, Queued):
-                note = message(code, "queued", position=event.position, length=event.queue_length)
-                if event.estimated_wait_s is not None:
-                    note += message(code, "eta", s=event.estimated_wait_s)
-                yield AnswerStep(shown.messages(), gr.update(value=note, visible=True), "")
-            elif isinstance(event, (ReasoningDelta, TextDelta)):
-                shown.think(event.text) if isinstance(event, ReasoningDelta) else shown.say(event.text)
-                await recorder.progress(shown)
-                yield AnswerStep(shown.messages(), hidden, gr.update())
-            elif isinstance(event, Finished):
-                shown.finish(event.text, event.reasoning)
-                await recorder.end(shown, "done", details=answer_details(event, caller, priority))
-                similar = request_id if event.similarity is not None else None
-                yield AnswerStep(shown.messages(), hidden, answer_info(event, caller, priority, code), similar)
-            elif isinstance(event, Refused):
-                shown.stop_thinking()
-                refusal = event.refusal
-                await recorder.end(shown, "failed" if refusal.status >= 500 and refusal.status != 503 else "refused",
-                                   refusal.message)
-                if refusal.retry_after_s is not None:
-                    text = message(code, "busy", message=refusal.message, retry=refusal.retry_after_s)
-                else:
-                    text = message(code, "error", message=refusal.message)
-                gr.Warning(text)
-                yield AnswerStep(shown.messages(), hidden, f"⚠️ {text}")
+            if (step := await render(event, page)) is not None:
+                yield step
     finally:  # the Stop button cancels this generator; the page going away closes it
         if recorder.message_id is not None:
             shown.stop_thinking()
             await asyncio.shield(recorder.end(shown, "stopped", message(code, "stopped_reason")))
+
+
+_HIDDEN = gr.update(visible=False)
+
+
+class _PageSteps:
+    """What the page shows of each event (an EventRenderer): the queue note while it waits, the
+    thinking and the answer as they come (checkpointed to the history), then its line or the
+    refusal as a toast."""
+
+    def __init__(self, shown: ShownAnswer, recorder: _Recorder, caller: Caller, code: str, request_id: str) -> None:
+        self.shown, self.recorder, self.caller, self.code, self.request_id = shown, recorder, caller, code, request_id
+        self.priority = ""
+
+    async def queued(self, event: Queued) -> AnswerStep:
+        note = message(self.code, "queued", position=event.position, length=event.queue_length)
+        if event.estimated_wait_s is not None:
+            note += message(self.code, "eta", s=event.estimated_wait_s)
+        return AnswerStep(self.shown.messages(), gr.update(value=note, visible=True), "")
+
+    async def started(self, event: Started) -> None:
+        self.priority = event.priority
+
+    async def reasoning(self, event: ReasoningDelta) -> AnswerStep:
+        self.shown.think(event.text)
+        return await self._progress()
+
+    async def text(self, event: TextDelta) -> AnswerStep:
+        self.shown.say(event.text)
+        return await self._progress()
+
+    async def tool_call(self, event: ToolCallPiece) -> None:
+        pass  # the page offers no tools
+
+    async def finished(self, event: Finished) -> AnswerStep:
+        self.shown.finish(event.text, event.reasoning)
+        await self.recorder.end(self.shown, "done", details=answer_details(event, self.caller, self.priority))
+        similar = self.request_id if event.similarity is not None else None
+        return AnswerStep(self.shown.messages(), _HIDDEN, answer_info(event, self.caller, self.priority, self.code),
+                          similar)
+
+    async def refused(self, event: Refused) -> AnswerStep:
+        self.shown.stop_thinking()
+        refusal = event.refusal
+        await self.recorder.end(self.shown, "failed" if refusal.status >= 500 and refusal.status != 503 else "refused",
+                                refusal.message)
+        if refusal.retry_after_s is not None:
+            text = message(self.code, "busy", message=refusal.message, retry=refusal.retry_after_s)
+        else:
+            text = message(self.code, "error", message=refusal.message)
+        gr.Warning(text)
+        return AnswerStep(self.shown.messages(), _HIDDEN, f"⚠️ {text}")
+
+    async def _progress(self) -> AnswerStep:
+        await self.recorder.progress(self.shown)
+        return AnswerStep(self.shown.messages(), _HIDDEN, gr.update())
