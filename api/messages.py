@@ -25,7 +25,7 @@ from protocols.anthropic_messages.request import (
     ToolRefused,
     client_tools,
     refused_block,
-    unknown_field,
+    unknown_request_field,
 )
 from protocols.anthropic_messages.to_chat import chat_request
 from protocols.openai_chat.request import ChatCompletionRequest, describe
@@ -87,7 +87,7 @@ async def _parse(request: Request, caller: Caller) -> tuple[MessagesRequest, Cha
 
 
 async def _checked(data: dict, caller: Caller, seal: ReasoningSeal) -> tuple[MessagesRequest, ChatCompletionRequest]:
-    for found in (unknown_field(data), refused_block(data)):
+    for found in (unknown_request_field(data), refused_block(data)):
         if found is not None:
             raise APIError(400, found[1], param=found[0], code="invalid_value")
     body = validate(data, MessagesRequest)

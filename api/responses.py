@@ -32,7 +32,7 @@ from protocols.openai_responses.request import (
     input_items,
     parse_item,
     split_tools,
-    unknown_field,
+    unknown_request_field,
 )
 from protocols.openai_responses.to_chat import chat_request
 from responses.sealed import ReasoningSeal, SealError
@@ -120,7 +120,7 @@ async def list_input_items(request: Request, response_id: str, limit: int = 20, 
 async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]:
     services = services_of(request)
     data = await read_object(request)
-    if (unknown := unknown_field(data)) is not None:
+    if (unknown := unknown_request_field(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
     body = validate(data, ResponsesRequest)
     if body.input == [] or body.input == "":

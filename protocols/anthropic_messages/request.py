@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from protocols.fields import unknown_field
 from protocols.openai_chat.request import REQUEST_ID_PATTERN
 from protocols.openai_chat.tools import NAME_PATTERN, JsonSchema
 
@@ -157,14 +158,9 @@ class MessagesRequest(BaseModel):
         return self.system or ""
 
 
-def unknown_field(data: dict[str, Any]) -> tuple[str, str] | None:
-    """(field, why) for the first field this server does not take."""
-    for name in data:
-        if name in UNSUPPORTED:
-            return name, UNSUPPORTED[name]
-        if name not in MessagesRequest.model_fields:
-            return name, f"{name}: Extra inputs are not permitted"
-    return None
+def unknown_request_field(data: dict[str, Any]) -> tuple[str, str] | None:
+    """(field, why) for the first field this server does not take, in Anthropic's wording."""
+    return unknown_field(data, MessagesRequest, UNSUPPORTED, "{name}: Extra inputs are not permitted")
 
 
 def refused_block(data: dict[str, Any]) -> tuple[str, str] | None:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.types import Structured, ToolUse
+from protocols.fields import unknown_field
 from protocols.openai_chat.messages import Message, TextPart, ToolCallIn
 from protocols.openai_chat.tools import ResponseFormat, ToolChoice, ToolDef, structured, tool_use
 
@@ -127,12 +128,7 @@ class ChatCompletionRequest(BaseModel):
 
 def unknown_fields(data: dict[str, Any]) -> tuple[str, str] | None:
     """(field, why) for the first field of a request body this server does not take."""
-    for name in data:
-        if name in UNSUPPORTED:
-            return name, UNSUPPORTED[name]
-        if name not in ChatCompletionRequest.model_fields:
-            return name, f"unrecognized request argument supplied: {name}"
-    return None
+    return unknown_field(data, ChatCompletionRequest, UNSUPPORTED)
 
 
 class TokenizeRequest(BaseModel):

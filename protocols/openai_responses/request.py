@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from protocols.fields import unknown_field
 from protocols.openai_chat.request import describe
 from protocols.openai_chat.tools import NAME_PATTERN, JsonSchema, JsonSchemaFormat
 
@@ -194,13 +195,8 @@ class ResponsesInputError(ValueError):
         self.param, self.code = param, code
 
 
-def unknown_field(data: dict[str, Any]) -> tuple[str, str] | None:
-    for name in data:
-        if name in UNSUPPORTED:
-            return name, UNSUPPORTED[name]
-        if name not in ResponsesRequest.model_fields:
-            return name, f"unrecognized request argument supplied: {name}"
-    return None
+def unknown_request_field(data: dict[str, Any]) -> tuple[str, str] | None:
+    return unknown_field(data, ResponsesRequest, UNSUPPORTED)
 
 
 def input_items(body: ResponsesRequest) -> list[Item]:
