@@ -104,6 +104,12 @@ class _LiveState:
         for cls, count in snap.waiting.items():
             waiting.add_metric([cls.value], count)
         yield waiting
+        idle = CounterMetricFamily("gptoss_queue_idle_wait_seconds", "Seconds requests waited in the queue while "
+                                   "the engine had room (free slots and tokens, admission not paused)",
+                                   labels=["priority"])
+        for name, seconds in snap.idle_wait_s.items():
+            idle.add_metric([name], seconds)
+        yield idle
         yield GaugeMetricFamily("gptoss_requests_running", "Requests running in the engine", snap.running)
         yield GaugeMetricFamily("gptoss_concurrency_limit", "Requests the engine may run at once now (adaptive)",
                                 snap.limit)

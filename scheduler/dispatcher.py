@@ -27,9 +27,11 @@ class Dispatcher:
         self.ledger = ledger
 
     def dispatch(self) -> None:
-        while (request := self.policy.next_start(self.state).start) is not None:
-            self.state.queue.remove(request.key)
+        s = self.state
+        while (request := self.policy.next_start(s).start) is not None:
+            s.queue.remove(request.key)
             self._start(request)
+        s.idle_waits.mark(s.clock(), s.queue, s.admission)
 
     def _start(self, request: Request) -> None:
         s = self.state

@@ -44,6 +44,7 @@ class Snapshot:
     emergency: bool
     admission_paused: bool
     engine: EngineStats | None
+    idle_wait_s: dict[str, float]  # seconds waited in our queue while the engine had room, per class, since start
 
     @property
     def waiting_total(self) -> int:
@@ -77,6 +78,7 @@ def snapshot(s: Scheduler) -> Snapshot:
         emergency=s.pressure.emergency,
         admission_paused=admission.paused,
         engine=s.engine.stats() if s.engine.ready else None,
+        idle_wait_s={c.value: s.state.idle_waits.total_s[c] for c in PriorityClass},
     )
 
 

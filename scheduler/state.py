@@ -18,6 +18,7 @@ from scheduler.estimate import ArrivalRates, DrainEstimator
 from scheduler.events import Listener
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.high_demand import HighDemand
+from scheduler.idle_waits import IdleWaits
 from scheduler.limit import ConcurrencyLimit
 from scheduler.pace import PrefillWatch, TokenPace
 from scheduler.pressure import PressureMonitor
@@ -44,6 +45,7 @@ class SchedulerState:
     pace: TokenPace = field(default_factory=TokenPace)
     prefills: PrefillWatch = field(default_factory=PrefillWatch)
     engine_ids: EngineIds = field(default_factory=EngineIds)
+    idle_waits: IdleWaits = field(default_factory=IdleWaits)
     closed: bool = False
     tickets: dict[RequestKey, Ticket] = field(default_factory=dict)  # by caller and id: each caller's ids are its own
     tasks: dict[RequestKey, asyncio.Task] = field(default_factory=dict)

@@ -33,6 +33,7 @@ def overall_status(snap: Snapshot) -> dict:
         "emergency": snap.emergency,
         "admission_paused": snap.admission_paused,
         "engine": asdict(snap.engine) if snap.engine is not None else None,
+        "idle_wait_s": {c: round(v, 3) for c, v in snap.idle_wait_s.items()},
     }
 
 

@@ -203,3 +203,19 @@ def test_a_stream_that_opened_waits_past_its_limit_and_is_served(make_server):
 
 def metrics(live) -> str:
     return httpx.get(live.url + "/metrics", timeout=10).text
+
+
+def test_idle_waits_show_in_the_status_and_the_metrics(make_server):
+    """A low request held back by the slots kept for high while a slot stands free: its wait is an
+    idle wait of the low class, in /v1/queue/status and in Prometheus."""
+    live = make_server("scheduler.max_concurrency=2", "scheduler.limit.adaptive=false",
+                       "scheduler.limit.high_reserve=0.5", "engine.sim.token_latency_ms=20")
+    first = in_thread(chat, live.url, max_tokens=40, headers={"X-Priority": "low"})
+    live.wait_for(lambda s: s["running"] == 1)
+    second = in_thread(chat, live.url, max_tokens=2, headers={"X-Priority": "low"})
+    live.wait_for(lambda s: s["waiting_total"] == 1)
+    idle = live.wait_for(lambda s: s["idle_wait_s"]["low"] > 0.2)["idle_wait_s"]
+    assert idle["high"] == idle["medium"] == 0.0
+    for box in (first, second):
+        box["thread"].join(30)
+    assert 'gptoss_queue_idle_wait_seconds_total{priority="low"}' in metrics(live)

@@ -77,3 +77,23 @@ async def test_the_scheduler_carries_out_any_policy() -> None:
         await events_until_done(ticket)
     assert blocker.request.dispatched_at < low.request.dispatched_at < high.request.dispatched_at
     await stop(sched)
+
+
+async def test_waits_while_the_engine_has_room_are_counted_per_class() -> None:
+    """Slots kept for high hold a low request back while a slot stands free: that time is an idle
+    wait of the low class; once nothing waits, or nothing could run, none accrues."""
+    clock = FakeClock()
+    sched = await started(slots=2, latency_ms=1000, clock=clock,
+                          limit=LimitConfig(adaptive=False, high_reserve=0.5))
+    sched.submit(make_request(P.LOW, max_tokens=50))
+    held = sched.submit(make_request(P.LOW, max_tokens=5))  # one low slot of two: it waits, a slot free
+    assert sched.admission.running == 1 and held.key in sched.queue
+    clock.advance(3.0)
+    sched.expire_waiters()  # the timer's tick marks the queue
+    idle = sched.state.idle_waits.total_s
+    assert idle[P.LOW] == 3.0 and idle[P.HIGH] == idle[P.MEDIUM] == 0.0
+    sched.cancel(held)
+    clock.advance(5.0)
+    sched.expire_waiters()
+    assert idle[P.LOW] == 3.0  # nothing waits any more
+    await stop(sched)
