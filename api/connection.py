@@ -8,7 +8,8 @@ import json
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from api.errors import APIError, error_body
+from api.errors import ANTHROPIC_PATHS, APIError, error_body
+from protocols.anthropic_messages import render as anthropic
 from settings.schema import ServerConfig
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
@@ -39,11 +40,13 @@ class BoundedHttpProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         self._header_bytes = 0
+        self._url = b""
         self._arm(self.header_timeout_s)
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
         if self._count(len(url)):
+            self._url += url
             super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -97,7 +100,9 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         if self.cycle is not None:
             self.cycle.disconnected = True
             self.cycle.message_event.set()
-        body = json.dumps(error_body(APIError(status, message, code=_CODES[status]))).encode()
+        refusal = APIError(status, message, code=_CODES[status])
+        anthropic_path = getattr(self, "_url", b"").startswith(ANTHROPIC_PATHS.encode())
+        body = json.dumps(anthropic.error_body(refusal) if anthropic_path else error_body(refusal)).encode()
         head = (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
                 b"connection: close\r\n\r\n" % (status, _REASONS[status], len(body)))
         if not self.transport.is_closing():

@@ -22,7 +22,11 @@ from pipeline.prepare import check_model, check_ready
 from protocols.anthropic_messages.render import MessageShape, MessageStream, ratelimit_headers
 from protocols.anthropic_messages.request import (
     MessagesRequest,
+    RedactedThinkingBlock,
+    ThinkingBlock,
     ToolRefused,
+    ToolResultBlock,
+    ToolUseBlock,
     client_tools,
     refused_block,
     unknown_request_field,
@@ -91,6 +95,7 @@ async def _checked(data: dict, caller: Caller, seal: ReasoningSeal) -> tuple[Mes
         if found is not None:
             raise APIError(400, found[1], param=found[0], code="invalid_value")
     body = validate(data, MessagesRequest)
+    _check_turns(body)
     try:
         tools = client_tools(body.tools)
         chat = chat_request(body, tools, lambda token: _unsealed(seal, token, caller))
@@ -112,3 +117,19 @@ def _unsealed(seal: ReasoningSeal, token: str, caller: Caller) -> str:
     except SealError:
         raise APIError(400, "a thinking block's signature is not one this server gave this caller",
                        param="messages", code="invalid_value") from None
+
+
+_NOT_FROM = {"user": (ThinkingBlock, RedactedThinkingBlock, ToolUseBlock), "assistant": (ToolResultBlock,)}
+
+
+def _check_turns(body: MessagesRequest) -> None:
+    """Blocks only the other side writes are refused, not dropped (a thinking block's signature is
+    checked where it belongs); a required call needs tools to call."""
+    for i, message in enumerate(body.messages):
+        for j, block in enumerate(message.blocks):
+            if isinstance(block, _NOT_FROM[message.role]):
+                raise APIError(400, f"a {message.role} message cannot hold a {block.type} block",
+                               param=f"messages.{i}.content.{j}", code="invalid_value")
+    choice = body.tool_choice
+    if choice is not None and choice.type in ("any", "tool") and not body.tools:
+        raise APIError(400, f"tool_choice {choice.type!r} needs tools", param="tool_choice", code="invalid_value")

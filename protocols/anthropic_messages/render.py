@@ -78,7 +78,7 @@ class MessageShape:
 
     def message(self, finished: Finished) -> dict:
         content: list[dict] = [self.thinking_block(finished.reasoning)] if finished.reasoning else []
-        if finished.text or not finished.tool_calls:
+        if finished.text or not content + list(finished.tool_calls):  # thinking cut by max_tokens stands alone
             content.append({"type": "text", "text": finished.text})
         content += [_tool_use(call) for call in finished.tool_calls]
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,

@@ -84,7 +84,7 @@ def test_a_tool_loop_ends_in_text(live: LiveServer) -> None:
     assert call.name == "get_weather" and isinstance(call.input["city"], str) and isinstance(call.input["days"], int)
     history = [*user("What is the weather in Paris?"), {"role": "assistant", "content": asked.content},
                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}]}]
-    answered = api.messages.create(model="sim", max_tokens=40, tools=[WEATHER], messages=history)
+    answered = api.messages.create(model="sim", max_tokens=400, tools=[WEATHER], messages=history)
     assert answered.stop_reason in ("end_turn", "max_tokens") and answered.content[-1].type == "text"
 
 
@@ -136,6 +136,11 @@ def test_models_list_in_anthropics_shape(live: LiveServer) -> None:
     ({"frobnicate": 1}, "frobnicate"),
     ({"max_tokens": 0}, "max_tokens"),
     ({"tool_choice": {"type": "tool", "name": "nope"}, "tools": [WEATHER]}, "tool_choice"),
+    ({"tool_choice": {"type": "any"}}, "tool_choice"),  # a required call needs tools
+    ({"messages": [{"role": "user", "content": [{"type": "thinking", "thinking": "x", "signature": "y"}]}]},
+     "messages.0.content.0"),  # a block only the assistant writes
+    ({"messages": [*user("hi"), {"role": "assistant", "content": [
+        {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}, "messages.1.content.0"),
 ])
 def test_bad_requests_are_anthropic_errors_naming_the_field(live: LiveServer, body: dict, param: str) -> None:
     sent = {"model": "sim", "max_tokens": 10, "messages": user("hi"), **body}
@@ -234,3 +239,27 @@ def test_a_gateway_serves_messages_from_an_upstream_that_speaks_only_chat() -> N
     assert text.content[-1].type == "text" and text.content[-1].text
     assert call.stop_reason == "tool_use" and call.content[-1].name == "get_weather"
     assert served == 2  # both went upstream as chat completions
+
+
+def test_a_stream_and_a_body_hold_the_same_blocks(live: LiveServer) -> None:
+    """Thinking cut by max_tokens stands alone in both, as Anthropic's own answers do."""
+    if not live.services.config.engine.sim.harmony:
+        pytest.skip("the plain simulator writes no reasoning")
+    asked = {"model": "sim", "max_tokens": 12, "messages": user("Think a lot.")}
+    whole = client(live).messages.create(**asked)
+    with client(live).messages.stream(**asked) as stream:
+        streamed = stream.get_final_message()
+    assert [b.type for b in whole.content] == [b.type for b in streamed.content] == ["thinking"]
+
+
+def test_a_connection_level_refusal_on_the_messages_path_is_anthropics(make_server) -> None:
+    import socket
+
+    live = make_server("server.max_header_bytes=1024")
+    host, port = live.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4096 + b"\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 431") and b'"type":"error"' in answer.replace(b" ", b"")
