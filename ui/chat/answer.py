@@ -166,7 +166,7 @@ class _PageSteps:
         return await self._progress()
 
     async def tool_call(self, event: ToolCallPiece) -> None:
-        pass  # the page offers no tools
+        """Nothing to show: the page offers no tools, so no call comes."""
 
     async def finished(self, event: Finished) -> AnswerStep:
         self.shown.finish(event.text, event.reasoning)
