@@ -56,6 +56,7 @@ class FunctionCallItem(_Strict):
     type: Literal["function_call"]
     call_id: str = Field(min_length=1, max_length=256)
     name: str = Field(min_length=1, max_length=64)
+    namespace: str | None = Field(default=None, min_length=1, max_length=64)  # a tool of a `namespace` group
     arguments: str
     id: str | None = None
     status: str | None = None
@@ -72,8 +73,21 @@ class _CallOutput(_Strict):
         return joined(self.output)
 
 
-class FunctionCallOutputItem(_CallOutput):
+class FunctionCallOutputItem(_Strict):
+    """Either the answer to a call (`call_id`), or a function's output the client adds on its own,
+    named instead (Codex sends its goal as `name: goal_objective, namespace: agent`)."""
+
     type: Literal["function_call_output"]
+    call_id: str | None = Field(default=None, min_length=1, max_length=256)
+    name: str | None = Field(default=None, min_length=1, max_length=64)
+    namespace: str | None = Field(default=None, min_length=1, max_length=64)
+    output: str | list[TextContent]
+    id: str | None = None
+    status: str | None = None
+
+    @property
+    def text(self) -> str:
+        return joined(self.output)
 
 
 class ReasoningItem(_Strict):
@@ -213,10 +227,14 @@ def parse_item(raw: dict[str, Any], where: str) -> Item:
         raise ResponsesInputError(f"{where}.type", f"input items of type {kind!r} are not supported; send "
                                   f"{', '.join(ITEMS)}", "unsupported_parameter")
     try:
-        return model.model_validate(raw)
+        item = model.model_validate(raw)
     except ValidationError as exc:
         param, message = describe(exc)
         raise ResponsesInputError(f"{where}.{param}", message.replace(repr(param), repr(f"{where}.{param}"))) from None
+    if isinstance(item, FunctionCallOutputItem) and item.call_id is None and item.name is None:
+        raise ResponsesInputError(f"{where}.call_id", f"missing required parameter: '{where}.call_id' (or the "
+                                  f"function's name, for an output that answers no call)")
+    return item
 
 
 def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[CustomTool], list[str]]:

@@ -63,6 +63,9 @@ def chat_messages(instructions: str | None, items: list[Item]) -> list[dict]:
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call], **_reasoning(thinking)})
             thinking = ""
+        elif isinstance(item, FunctionCallOutputItem) and item.call_id is None:
+            name = f"{item.namespace}.{item.name}" if item.namespace else str(item.name)
+            messages.append({"role": "tool", "tool_call_id": name, "name": name, "content": item.text})
         elif isinstance(item, (FunctionCallOutputItem, CustomCallOutputItem)):
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text})
     return messages

@@ -89,6 +89,17 @@ def test_a_function_call_loop_by_previous_response_id_and_by_items(server: LiveS
         client.responses.retrieve(stateless.id)  # store: false keeps nothing
 
 
+def test_a_named_function_output_that_answers_no_call_is_read(server: LiveServer) -> None:
+    """Codex adds its goal as a `function_call_output` with `name` and `namespace` and no `call_id`."""
+    client = server.client()
+    ask = {"role": "user", "content": "Say hello"}
+    goal = {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
+            "output": "write a long poem about the sea"}
+    plain = client.responses.create(model="sim", input=[ask], store=False, max_output_tokens=20)
+    told = client.responses.create(model="sim", input=[ask, goal], store=False, max_output_tokens=20)
+    assert told.usage.input_tokens > plain.usage.input_tokens
+
+
 def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
     client = server.client()
     made = client.responses.create(model="sim", input=[{"role": "developer", "content": "Be brief."},
