@@ -9,18 +9,21 @@ class AdmissionController:
     """Admits while a slot is free and the running requests' worst-case tokens (prompt plus
     max_tokens, rounded up to the engine's KV block size) stay within the engine's KV budget, so
     an admitted request never runs the engine out of memory (an engine without a local budget,
-    `token_budget` None, is counted by slots only). `paused` stops admissions without
-    touching what is running. A share of the limit (`high_reserve`, rounded down) is kept from low
-    and medium requests. High requests count only their own class against the limit, or against
-    `high_slots` where their own traffic needs more (never past `upper`, the engine's slots): a
-    high request never waits for lower ones to finish, and while
-    it runs above the limit the lower classes wait until the total is back under it, so the
-    overshoot lasts one lower request's lifetime at most. While a high request waits for its first
-    token no lower one starts: a prompt prefilled in the same engine step would delay it. For the
-    same reason at most `lower_prefills` lower requests prefill at once (None: any number): where
-    prompts prefill on the CPU threads that decode (llama.cpp), a high arriving beside several
-    lower prompts waits for all of them. That limit holds only while `high_traffic` (a high request arrived
-    within the last half minute): with no high to make way for, it would only cost batching."""
+    `token_budget` None, is counted by slots only). `paused` stops admissions without touching
+    what is running.
+
+    High first, yet work-conserving: a share of the limit (`high_reserve`, rounded down) is kept
+    from low and medium requests only while a high request waits (`high_waiting`); with none
+    waiting it is lent to them. High requests count only their own class against the limit, or
+    against `high_slots` where their own traffic needs more, so an arriving high takes a lent slot
+    back at once by running over the limit, and the lower classes wait until the total is back
+    under it (the overshoot lasts one lower request's lifetime at most). Only the engine's own
+    slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of
+    them. While a high request waits for its first token no lower one starts: a prompt
+    prefilled in the same engine step would delay it. For the same reason at most
+    `lower_prefills` lower requests prefill at once (None: any number) while `high_traffic` (a
+    high request arrived within the last half minute): where prompts prefill on the CPU threads
+    that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them."""
 
     def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
                  high_reserve: float = 0.0, upper: int | None = None, lower_prefills: int | None = None) -> None:
@@ -31,6 +34,7 @@ class AdmissionController:
         self.block_size = block_size
         self.paused = False
         self.high_slots = 0
+        self.high_busy = 0.0  # slots high traffic keeps busy on average
         self._running: dict[RequestKey, int] = {}
         self._high: set[RequestKey] = set()
         self._high_prefilling: set[RequestKey] = set()
@@ -47,15 +51,27 @@ class AdmissionController:
     def free_slots(self) -> int:
         return max(0, self.max_concurrency - len(self._running))
 
-    def slots_for(self, priority: PriorityClass) -> int:
+    def slots_for(self, priority: PriorityClass, high_waiting: bool = False) -> int:
         if priority is PriorityClass.HIGH:
             return min(self.upper, max(self.max_concurrency, self.high_slots))
-        return max(1, self.max_concurrency - int(self.max_concurrency * self.high_reserve))
+        kept = int(self.max_concurrency * self.high_reserve) if high_waiting else 0
+        return max(1, min(self.max_concurrency - kept, self.upper - self._engine_reserve()))
 
-    def _has_slot(self, priority: PriorityClass) -> bool:
+    def high_fills_limit(self) -> bool:
+        """Whether high traffic alone keeps the running limit busy, past the share kept for it:
+        a lower request accepted now would only hold a slot high needs, so the door refuses it."""
+        return self.high_busy > 0 and self.high_busy >= self.max_concurrency * (1 - self.high_reserve)
+
+    def _engine_reserve(self) -> int:
+        """Engine slots lower requests never fill, so a high can always start (at least one when any)."""
+        if self.high_reserve <= 0 or self.upper <= 1:
+            return 0
+        return max(1, int(self.upper * self.high_reserve))
+
+    def _has_slot(self, priority: PriorityClass, high_waiting: bool) -> bool:
         if priority is PriorityClass.HIGH:
             return len(self._high) < self.slots_for(priority) and len(self._running) < self.upper
-        return self._lower_may_prefill() and len(self._running) < self.slots_for(priority)
+        return self._lower_may_prefill() and len(self._running) < self.slots_for(priority, high_waiting)
 
     def _lower_may_prefill(self) -> bool:
         if self._high_prefilling:
@@ -63,13 +79,11 @@ class AdmissionController:
         return (self.lower_prefills is None or not self.high_traffic
                 or len(self._lower_prefilling) < self.lower_prefills)
 
-    def has_any_slot(self) -> bool:
+    def has_any_slot(self, high_waiting: bool = False) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""
-        running, limit = len(self._running), self.max_concurrency
-        if self.paused or running >= self.upper:
+        if self.paused or len(self._running) >= self.upper:
             return False
-        lower_may = self._lower_may_prefill() and running < max(1, limit - int(limit * self.high_reserve))
-        return len(self._high) < self.slots_for(PriorityClass.HIGH) or lower_may
+        return self._has_slot(PriorityClass.HIGH, high_waiting) or self._has_slot(PriorityClass.LOW, high_waiting)
 
     def cost(self, request: Request) -> int:
         blocks = -(-request.cost_tokens // self.block_size)
@@ -78,10 +92,10 @@ class AdmissionController:
     def can_ever_fit(self, request: Request) -> bool:
         return self.token_budget is None or self.cost(request) <= self.token_budget
 
-    def fits(self, request: Request) -> bool:
+    def fits(self, request: Request, high_waiting: bool = False) -> bool:
         return (
             not self.paused
-            and self._has_slot(request.priority)
+            and self._has_slot(request.priority, high_waiting)
             and (self.token_budget is None or self.tokens_in_use + self.cost(request) <= self.token_budget)
         )
 

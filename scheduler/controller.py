@@ -70,6 +70,7 @@ class Controller:
         s.admission.max_concurrency = s.limit.update(tpot, running)
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)
+        s.admission.high_busy = s.high_demand.busy(high_rate)
         s.admission.high_traffic = high_rate > 0
         if (s.admission.max_concurrency, s.admission.high_slots) != before:
             log.debug("running limit %d -> %d, high slots %d (tpot=%.3fs over %.1f running)", before[0],

@@ -30,9 +30,13 @@ class HighDemand:
         self.service_s = service if self.service_s is None else self.service_s + _SMOOTHING * (
             service - self.service_s)
 
+    def busy(self, rate_per_s: float) -> float:
+        """Slots the high requests arriving at `rate_per_s` keep busy on average; 0 unknown."""
+        if self.service_s is None or rate_per_s <= 0:
+            return 0.0
+        return rate_per_s * self.service_s
+
     def slots(self, rate_per_s: float) -> int:
         """Slots that hold the high requests arriving at `rate_per_s` 99 % of the time; 0 unknown."""
-        if self.service_s is None or rate_per_s <= 0:
-            return 0
-        mean = rate_per_s * self.service_s
-        return math.ceil(mean + _Z99 * math.sqrt(mean))
+        mean = self.busy(rate_per_s)
+        return math.ceil(mean + _Z99 * math.sqrt(mean)) if mean else 0

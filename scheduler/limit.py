@@ -15,6 +15,11 @@ between requests (prefills landing in one request's life and not another's), dif
 machine. So it is trimmed by that spread: each finished request's own TPOT over the batch's mean
 TPOT during its life. A ratio, not the request's TPOT itself: that lags a request's lifetime behind
 the batch and, after a slow spell, kept pushing the set point down once the spell had passed.
+
+Work-conserving: one stalled interval (a pause of this process or of the machine) is not the
+engine's pace, so a reading three times the smoothed TPOT counts only when the next one confirms
+it. Read as they came, single stalls cut the limit to one or two at light load while the engine sat
+idle, and requests queued that the engine alone served at once.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ _ALONE = 4  # readings with at most this many running stand for the engine's TPO
 _ALONE_KEPT = 5  # the least of the last few such readings: one lucky reading must not stay forever
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
 _RECENT = 64  # finished requests the set point is trimmed by
+_STALL = 3.0  # a reading this many times the smoothed TPOT counts only when the next one confirms it
 _TRIM_STEP = 0.02  # at most 2 % per interval
 _SET_POINT_RANGE = (0.5, 1.0)  # as a share of the objective
 
@@ -53,6 +59,7 @@ class ConcurrencyLimit:
         self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
         self._spread: deque[float] = deque(maxlen=_RECENT)
+        self._last_s: float | None = None  # the last reading, as it came
 
     @property
     def alone_s(self) -> float | None:
@@ -87,6 +94,9 @@ class ConcurrencyLimit:
         (mean over the interval); no reading (nothing decoded) leaves the limit where it is."""
         if tpot_s is None or running <= 0:
             return self.value
+        last, self._last_s = self._last_s, tpot_s
+        if self.tpot_s is not None and tpot_s > _STALL * self.tpot_s and (last or 0.0) <= _STALL * self.tpot_s:
+            return self.value  # a lone stall, so far
         tpot = self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
         if running <= _ALONE:  # the reading itself: the smoothed figure still carries the larger batch before
             self._alone.append(tpot_s)

@@ -34,18 +34,19 @@ class SchedulingPolicy(Protocol):
 class ClassPolicy:
     """Priority classes in order, each request's score rising with its wait (aging); within a class
     the least-served caller first (fair share, when on); a caller at its `max_parallel` waits; slots
-    kept for high let a high request start past a lower head that does not fit. Which parts apply
+    kept for high (while one waits) let a high request start past a lower head that does not fit. Which parts apply
     follows the configuration: `fair_share.enabled`, `aging_per_s`, `limit.high_reserve`."""
 
     def next_start(self, state: SchedulerState) -> Decision:
         if state.closed:
             return Decision(None, Reason.CLOSED)
-        if not state.admission.has_any_slot():
+        high_waiting = state.queue.count(PriorityClass.HIGH) > 0
+        if not state.admission.has_any_slot(high_waiting):
             return Decision(None, Reason.NO_SLOT)
         head = state.share.next_up(state.queue)
         if head is None:
             return Decision(None, Reason.EMPTY)
-        if state.admission.fits(head):
+        if state.admission.fits(head, high_waiting):
             return Decision(head, Reason.HEAD)
         high = _high_behind(state, head)
         return Decision(high, Reason.HIGH_BEHIND) if high is not None else Decision(None, Reason.HEAD_WAITS)
@@ -56,4 +57,4 @@ def _high_behind(state: SchedulerState, head: Request) -> Request | None:
     high = state.queue.oldest(PriorityClass.HIGH)
     if high is None or high is head or not state.share.may_run(high):
         return None
-    return high if state.admission.fits(high) else None
+    return high if state.admission.fits(high, high_waiting=True) else None

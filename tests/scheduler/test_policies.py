@@ -17,20 +17,39 @@ from tests.scheduler.factory import make_request
 
 def test_high_counts_only_its_own_class_against_the_limit():
     adm = AdmissionController(max_concurrency=20, token_budget=10_000, high_reserve=0.1, upper=30)
-    assert (adm.slots_for(P.LOW), adm.slots_for(P.MEDIUM), adm.slots_for(P.HIGH)) == (18, 18, 20)
+    assert (adm.slots_for(P.LOW, high_waiting=True), adm.slots_for(P.MEDIUM, high_waiting=True),
+            adm.slots_for(P.HIGH)) == (18, 18, 20)
     for _ in range(18):
         adm.admit(make_request(P.LOW))
-    assert not adm.fits(make_request(P.LOW)) and adm.fits(make_request(P.HIGH))
+    assert not adm.fits(make_request(P.LOW), high_waiting=True) and adm.fits(make_request(P.HIGH))
+    assert adm.fits(make_request(P.LOW))  # with no high waiting, the share kept for high is lent
+    for _ in range(2):
+        adm.admit(make_request(P.LOW))
+    assert not adm.fits(make_request(P.LOW)) and adm.fits(make_request(P.HIGH))  # taken back by running over
     adm.max_concurrency = 10  # the limit just shrank under what runs: high still starts, the others wait
     assert adm.fits(make_request(P.HIGH)) and not adm.fits(make_request(P.MEDIUM))
     for _ in range(10):
         adm.admit(make_request(P.HIGH))
     assert not adm.fits(make_request(P.HIGH))  # high alone fills the limit
-    adm.max_concurrency = 20
-    for _ in range(2):
-        adm.admit(make_request(P.HIGH))
     assert adm.running == 30 and not adm.fits(make_request(P.HIGH))  # never past the engine's slots
     assert AdmissionController(max_concurrency=1, token_budget=100, high_reserve=0.5).slots_for(P.LOW) == 1
+
+
+def test_lower_classes_never_fill_the_engines_last_slots():
+    adm = AdmissionController(max_concurrency=16, token_budget=None, high_reserve=0.1, upper=16)
+    assert adm.slots_for(P.LOW) == 15 and adm.slots_for(P.HIGH) == 16  # one of llama.cpp's 16 slots stays free
+    for _ in range(15):
+        adm.admit(make_request(P.LOW))
+    assert not adm.fits(make_request(P.LOW)) and adm.fits(make_request(P.HIGH))
+    assert AdmissionController(max_concurrency=16, token_budget=None, upper=16).slots_for(P.LOW) == 16  # no reserve
+
+
+def test_the_door_refuses_lower_classes_when_high_traffic_alone_keeps_the_limit_busy():
+    adm = AdmissionController(max_concurrency=10, token_budget=None, high_reserve=0.1, upper=16)
+    adm.high_busy = 8.9
+    assert not adm.high_fills_limit()
+    adm.high_busy = 9.0
+    assert adm.high_fills_limit()
 
 
 def test_high_may_hold_the_slots_its_own_traffic_keeps_busy_above_a_fallen_limit():
