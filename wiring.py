@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from batches.store import BatchStore
 from cache.redis_store import RedisResponseCache
 from cache.similar import SimilarAnswers
 from cache.store import ResponseCache
@@ -36,6 +37,7 @@ class Services:
     pipeline: ChatPipeline
     responses: ChainedStore
     reasoning_seal: ReasoningSeal
+    batches: BatchStore
     cache: ResponseCache | RedisResponseCache | None = None
     gpu: GpuMonitor | None = None
     alerts: AlertNotifier | None = None
@@ -57,7 +59,9 @@ def build_services(config: Config) -> Services:
     pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
                             usage)
     seal = ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key"))
-    services = Services(config, engine, scheduler, keyring, pipeline, _responses(config), seal, cache,
+    stored = config.batches
+    batches = BatchStore(stored.path, stored.max_files, stored.max_batches, stored.retention_s)
+    services = Services(config, engine, scheduler, keyring, pipeline, _responses(config), seal, batches, cache,
                         _gpu_monitor(config, scheduler), shared_counts=counts, shared_usage=minutes)
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),

@@ -1,5 +1,5 @@
 """What a route reaches, typed: the server's parts (built by wiring.py) and the API's own
-background responses, both kept on the app's state. As functions of the request, so a helper
+background responses and batch runner, kept on the app's state. As functions of the request, so a helper
 deep in a route reads them the same way a route's signature does (`Depends(services_of)`)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import cast
 from fastapi import Request
 
 from api.responses_background import BackgroundResponses
+from batches.runner import BatchRunner
 from wiring import Services
 
 
@@ -18,3 +19,7 @@ def services_of(request: Request) -> Services:
 
 def background_of(request: Request) -> BackgroundResponses:
     return cast(BackgroundResponses, request.app.state.background)
+
+
+def batch_runner_of(request: Request) -> BatchRunner:
+    return cast(BatchRunner, request.app.state.batch_runner)

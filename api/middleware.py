@@ -10,18 +10,18 @@ from api.errors import APIError, error_response
 
 
 class BodyLimitAndRequestId:
-    """`uploads` is the larger limit of the page's file uploads (Gradio's upload route)."""
+    """`uploads`: larger limits by path, for file uploads (Gradio's upload route, `/v1/files`)."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int, uploads: tuple[str, int] | None = None) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, uploads: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.uploads = uploads
+        self.uploads = uploads or {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.uploads[1] if self.uploads and scope["path"].rstrip("/") == self.uploads[0] else self.max_body_bytes
+        limit = self.uploads.get(scope["path"].rstrip("/"), self.max_body_bytes)
         headers = dict(scope["headers"])
         request_id = headers.get(b"x-request-id", b"").decode("latin-1") or f"req-{uuid.uuid4().hex}"
         send = _with_request_id(send, request_id)

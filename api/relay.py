@@ -61,18 +61,18 @@ def chat_stream(fmt: CompletionFormat, include_usage: bool) -> Render:
 
 async def complete_response(request: Request, run: ChatRun, body: Callable[[Finished], dict | Awaitable[dict]],
                             headers: dict[str, str] | None = None) -> Response:
-    collect = asyncio.ensure_future(_collect(run.events()))
+    outcome = asyncio.ensure_future(collect(run.events()))
     gone = asyncio.ensure_future(_client_gone(request))
     try:
-        await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
-        if not collect.done():
-            collect.cancel()
+        if not outcome.done():
+            outcome.cancel()
         run.release()
-    if not collect.done() or collect.cancelled():
+    if not outcome.done() or outcome.cancelled():
         return Response(status_code=499)
-    last, wait = collect.result()
+    last, wait = outcome.result()
     if isinstance(last, Refused):
         return error_response(last.refusal, {**run_headers(run, wait), **(headers or {})}, request.url.path)
     rendered = body(last)
@@ -125,7 +125,7 @@ async def rendered(first: Event, events: AsyncIterator[Event], renderer: EventRe
         event = await anext(events, None)
 
 
-async def _collect(events: AsyncIterator[Event]) -> tuple[Finished | Refused, float]:
+async def collect(events: AsyncIterator[Event]) -> tuple[Finished | Refused, float]:
     wait = 0.0
     async for event in events:
         if isinstance(event, Started):

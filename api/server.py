@@ -12,6 +12,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from api.access import router as access_router
+from api.batches import build_runner
+from api.batches import router as batches_router
 from api.errors import install_error_handlers
 from api.messages import router as messages_router
 from api.middleware import BodyLimitAndRequestId
@@ -32,6 +34,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     answering 503 forever."""
 
     background_responses = BackgroundResponses()  # the API's own: `background: true` responses
+    batch_runner = build_runner(services.config, services.batches, services.pipeline, services.scheduler,
+                                services.keyring)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -51,9 +55,12 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             log.error("%s", exc)
             if on_engine_failure is not None:
                 on_engine_failure(exc)
+        await services.batches.open()
+        await batch_runner.load()
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
-        background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start")]
+        background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start"),
+                      asyncio.create_task(batch_runner.run_forever(), name="batches")]
         if services.alerts is not None:
             background.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
         if services.shared_counts is not None:
@@ -74,15 +81,19 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             if services.cache is not None:
                 await services.cache.close()
             await background_responses.stop()
+            await batch_runner.stop()
             await services.responses.close()
+            await services.batches.close()
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
     app.state.background = background_responses
+    app.state.batch_runner = batch_runner
     app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu, services.pipeline.abandoned,
                                 services.pipeline.usage, services.pipeline.tool_calls)
     app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes,
-                       uploads=("/gradio_api/upload", services.config.ui.max_upload_bytes))
+                       uploads={"/gradio_api/upload": services.config.ui.max_upload_bytes,
+                                "/v1/files": services.config.batches.max_file_bytes + 65_536})  # the form around it
     # Ours, so the page's Gradio adds none of its own (it would allow any localhost origin).
     app.add_middleware(CORSMiddleware, allow_origins=services.config.server.cors_origins, allow_methods=["*"],
                        allow_headers=["*"], allow_credentials=False)
@@ -90,8 +101,9 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.include_router(access_router)
     app.include_router(responses_router)
     app.include_router(messages_router)
+    app.include_router(batches_router)
     app.include_router(router)
-    app.include_router(unrouted([access_router, responses_router, messages_router, router]))  # last: every other /v1 path
+    app.include_router(unrouted([access_router, responses_router, messages_router, batches_router, router]))  # last: every other /v1 path
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way
     return app
 

@@ -82,6 +82,14 @@ class Keyring:
         return replace(known, admin=known.admin or not self._keys,
                        cache_namespace=namespace_for(key, self.config.cache))
 
+    def by_name(self, name: str) -> Caller | None:
+        """A configured caller by its name (anonymous too, where the server takes calls without a
+        key): batch lines run as their owner long after its request; None once its key is gone."""
+        if name == ANONYMOUS and not self._required:
+            return replace(self.caller_for(None))
+        known = next((c for c in self._keys.values() if c.name == name), None)
+        return replace(known, admin=known.admin or not self._keys) if known is not None else None
+
     def is_known(self, key: str | None) -> bool:
         return self._lookup(key) is not None
 

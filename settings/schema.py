@@ -422,6 +422,22 @@ class ResponsesConfig(Section):
     max_responses: int = Field(100_000, ge=1, description="Past it, the oldest go first.")
 
 
+class BatchConfig(Section):
+    """OpenAI's Batch API (`/v1/files`, `/v1/batches`): input files and batches per caller in one
+    SQLite file; lines run on capacity the interactive classes leave."""
+
+    path: str = Field("data/batches.sqlite3", description="The SQLite file of files, batches and each line's result.")
+    max_file_bytes: int = Field(104_857_600, ge=1024, description="Largest uploaded file: 100 MiB.")
+    max_lines: int = Field(50_000, ge=1, description="Most requests in one batch input file, as OpenAI allows.")
+    max_files: int = Field(10_000, ge=1, description="Files kept in all; past it, the oldest not used by an unfinished batch go.")
+    max_batches: int = Field(10_000, ge=1, description="Batches kept in all; past it, the oldest finished go.")
+    retention_s: float = Field(2_592_000.0, ge=60.0, description="How long files and finished batches are kept: 30 days.")
+    completion_window_s: float = Field(86_400.0, ge=1.0, description=(
+        "`completion_window: 24h`: a batch unfinished after this is `expired`, its unanswered lines reported."))
+    max_parallel: int = Field(0, ge=0, le=4096, description=(
+        "Batch lines in the engine at once at most; 0: as many as the running limit leaves free."))
+
+
 class StateConfig(Section):
     """Where gateways share state: the cache with `cache.backend: redis`, rate limits and usage."""
 
@@ -494,6 +510,7 @@ class Config(Section):
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
+    batches: BatchConfig = Field(default_factory=BatchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)

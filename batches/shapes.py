@@ -1,0 +1,89 @@
+"""OpenAI's Batch API objects and the checks on an input file, pure: the batch object, each
+output and error line, and the validation that names every bad line before anything runs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from batches.store import Line
+
+ENDPOINTS = ("/v1/chat/completions",)
+MAX_ERRORS = 100  # validation errors named in a failed batch; the count says how many more
+CheckBody = Callable[[dict], None]  # raises ValueError naming the problem, as the endpoint would answer 400
+
+
+def new_batch(batch_id: str, input_file_id: str, endpoint: str, window: str, metadata: dict | None,
+              now: float, window_s: float) -> dict:
+    return {"id": batch_id, "object": "batch", "endpoint": endpoint, "model": None, "errors": None,
+            "input_file_id": input_file_id, "completion_window": window, "status": "validating",
+            "output_file_id": None, "error_file_id": None, "created_at": int(now), "in_progress_at": None,
+            "expires_at": int(now + window_s), "finalizing_at": None, "completed_at": None, "failed_at": None,
+            "expired_at": None, "cancelling_at": None, "cancelled_at": None,
+            "request_counts": {"total": 0, "completed": 0, "failed": 0}, "metadata": metadata, "usage": None}
+
+
+def error(code: str, message: str, line: int | None = None, param: str | None = None) -> dict:
+    return {"code": code, "message": message, "param": param, "line": line}
+
+
+def rows_of(text: str, max_lines: int) -> tuple[list[tuple[int, str]], dict | None]:
+    """The non-blank rows with their 1-based line numbers, or the error that fails the whole file."""
+    rows = [row for row in enumerate(text.splitlines(), 1) if row[1].strip()]
+    if not rows:
+        return [], error("empty_file", "the input file has no requests")
+    if len(rows) > max_lines:
+        return [], error("too_many_requests", f"the input file has {len(rows)} requests; at most {max_lines} "
+                         "fit in one batch")
+    return rows, None
+
+
+def checked_line(batch_id: str, number: int, row: str, endpoint: str, check: CheckBody, seen: set[str]) -> Line:
+    """One request of the input file, checked as its endpoint would check it; ValueError names the problem."""
+    try:
+        item = json.loads(row)
+    except json.JSONDecodeError:
+        raise ValueError("not valid JSON") from None
+    if not isinstance(item, dict):
+        raise ValueError("a request must be a JSON object with custom_id, method, url and body")
+    extra = sorted(set(item) - {"custom_id", "method", "url", "body"})
+    if extra:
+        raise ValueError(f"unknown field {extra[0]!r}; a request has custom_id, method, url and body")
+    custom_id = item.get("custom_id")
+    if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= 512:
+        raise ValueError("custom_id must be a string of 1 to 512 characters")
+    if custom_id in seen:
+        raise ValueError(f"custom_id {custom_id!r} is used twice; each request needs its own")
+    seen.add(custom_id)
+    if item.get("method") != "POST":
+        raise ValueError(f"method must be POST; got {item.get('method')!r}")
+    if item.get("url") != endpoint:
+        raise ValueError(f"url must be the batch's endpoint {endpoint}; got {item.get('url')!r}")
+    body = item.get("body")
+    if not isinstance(body, dict):
+        raise ValueError("body must be a JSON object")
+    if body.get("stream"):
+        raise ValueError("body.stream: a batch request cannot stream")
+    check(body)
+    return Line(batch_id, number, custom_id, body)
+
+
+def output_line(custom_id: str, request_id: str, status: int, body: dict) -> dict:
+    return {"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": custom_id,
+            "response": {"status_code": status, "request_id": request_id, "body": body}, "error": None}
+
+
+def unanswered_line(custom_id: str, code: str, message: str) -> dict:
+    return {"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": custom_id, "response": None,
+            "error": {"code": code, "message": message}}
+
+
+def jsonl(rows: list[str]) -> bytes:
+    return "".join(row + "\n" for row in rows).encode("utf-8")
+
+
+def with_counts(batch: dict, counts: dict[str, int]) -> dict[str, Any]:
+    done, failed = counts.get("done", 0), counts.get("failed", 0)
+    return {**batch, "request_counts": {"total": sum(counts.values()), "completed": done, "failed": failed}}

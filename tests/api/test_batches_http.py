@@ -1,0 +1,202 @@
+"""OpenAI's Files and Batch APIs through the `openai` SDK against a live server on the simulator:
+upload, create, poll to completed, read output and errors; validation naming each bad line;
+cancel mid-run; each caller's files and batches its own; a `kill -9` mid-batch resumed without a
+line lost or answered twice; interactive requests first while a batch runs."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import sqlite3
+import sys
+import time
+
+import httpx
+import openai
+import pytest
+
+from scheduler.request import PriorityClass
+from tests.app_process import free_port, start_app
+from tests.conftest import live_server
+
+KEYS = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-00001}]"
+
+
+def jsonl(rows: list[dict]) -> io.BytesIO:
+    return io.BytesIO("".join(json.dumps(r) + "\n" for r in rows).encode())
+
+
+def line(i: int, **body) -> dict:
+    return {"custom_id": f"req-{i}", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "sim", "messages": [{"role": "user", "content": f"Question {i}"}], "max_tokens": 8, **body}}
+
+
+def wait_done(client: openai.OpenAI, batch_id: str, timeout: float = 30) -> openai.types.Batch:
+    deadline = time.monotonic() + timeout
+    while (batch := client.batches.retrieve(batch_id)).status not in ("completed", "failed", "cancelled", "expired"):
+        assert time.monotonic() < deadline, batch
+        time.sleep(0.05)
+    return batch
+
+
+def test_a_batch_runs_to_completed_with_its_output_and_errors(tmp_path) -> None:
+    with live_server(KEYS, f"batches.path={tmp_path / 'b.sqlite3'}") as live:
+        client = live.client(api_key="sk-alice-0001")
+        rows = [line(i) for i in range(20)] + [line(20, max_tokens=10**9)]  # the last cannot fit the context
+        uploaded = client.files.create(file=("in.jsonl", jsonl(rows)), purpose="batch")
+        assert uploaded.bytes > 0 and uploaded.purpose == "batch" and uploaded.filename == "in.jsonl"
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                      completion_window="24h", metadata={"job": "eval"})
+        assert batch.status == "validating" and batch.metadata == {"job": "eval"}
+        done = wait_done(client, batch.id)
+        assert done.status == "completed" and done.request_counts.total == 21
+        assert (done.request_counts.completed, done.request_counts.failed) == (20, 1)
+        assert done.in_progress_at and done.finalizing_at and done.completed_at
+        outputs = [json.loads(x) for x in client.files.content(done.output_file_id).text.splitlines()]
+        assert sorted(o["custom_id"] for o in outputs) == sorted(f"req-{i}" for i in range(20))
+        body = outputs[0]["response"]["body"]
+        assert outputs[0]["response"]["status_code"] == 200 and body["object"] == "chat.completion"
+        assert body["choices"][0]["message"]["content"] and body["usage"]["completion_tokens"] == 8
+        errors = [json.loads(x) for x in client.files.content(done.error_file_id).text.splitlines()]
+        assert [e["custom_id"] for e in errors] == ["req-20"] and errors[0]["response"]["status_code"] == 400
+        used = live.services.pipeline.usage.report(0, 2**40)["alice"]
+        assert used.requests >= 21 and used.completion_tokens >= 160  # the owner's usage counts its lines
+        listed = client.batches.list(limit=5)
+        assert [b.id for b in listed.data] == [batch.id]
+        assert {f.id for f in client.files.list().data} >= {uploaded.id, done.output_file_id}
+
+
+@pytest.mark.parametrize("rows, where", [
+    ([line(1), {**line(2), "custom_id": "req-1"}], (2, "custom_id")),
+    ([line(1), "not json"], (2, "JSON")),
+    ([line(1), {**line(2), "url": "/v1/embeddings"}], (2, "url")),
+    ([line(1), {**line(2), "method": "GET"}], (2, "method")),
+    ([line(1), line(2, temperature="hot")], (2, "body.temperature")),
+    ([line(1), line(2, stream=True)], (2, "stream")),
+    ([line(1), line(2, frobnicate=True)], (2, "body.frobnicate")),
+])
+def test_validation_names_each_bad_line_and_runs_none(tmp_path, rows, where) -> None:
+    with live_server(f"batches.path={tmp_path / 'b.sqlite3'}") as live:
+        client = live.client()
+        text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+        uploaded = client.files.create(file=("in.jsonl", io.BytesIO(text.encode())), purpose="batch")
+        done = wait_done(client, client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                                       completion_window="24h").id)
+        assert done.status == "failed" and done.failed_at and done.output_file_id is None
+        [err] = done.errors.data
+        assert err.line == where[0] and where[1] in err.message
+        assert live.services.pipeline.usage.report(0, 2**40) == {}  # nothing ran
+
+
+def test_bad_requests_to_the_api_are_400s_in_openais_shape(tmp_path) -> None:
+    with live_server(f"batches.path={tmp_path / 'b.sqlite3'}", "batches.max_file_bytes=2048") as live:
+        client = live.client()
+        with pytest.raises(openai.BadRequestError, match="purpose"):
+            client.files.create(file=("in.jsonl", jsonl([line(1)])), purpose="fine-tune")
+        with pytest.raises(openai.APIStatusError) as big:
+            client.files.create(file=("in.jsonl", io.BytesIO(b"x" * 5000)), purpose="batch")
+        assert big.value.status_code == 413
+        uploaded = client.files.create(file=("in.jsonl", jsonl([line(1)])), purpose="batch")
+        for fields, param in [({"completion_window": "1h"}, "completion_window"), ({"endpoint": "/v1/embeddings"}, "endpoint"),
+                              ({"output_expires_after": {"anchor": "created_at", "seconds": 3600}}, "output_expires_after")]:
+            body = {"input_file_id": uploaded.id, "endpoint": "/v1/chat/completions", "completion_window": "24h", **fields}
+            got = httpx.post(f"{live.url}/v1/batches", json=body)
+            assert got.status_code == 400 and got.json()["error"]["param"] == param
+        assert httpx.post(f"{live.url}/v1/files", content=b"{}", headers={"content-type": "application/json"}
+                          ).status_code == 400
+        with pytest.raises(openai.NotFoundError):
+            client.batches.retrieve("batch_nope")
+
+
+def test_each_callers_files_and_batches_are_its_own(tmp_path) -> None:
+    with live_server(KEYS, f"batches.path={tmp_path / 'b.sqlite3'}") as live:
+        alice, bob = live.client(api_key="sk-alice-0001"), live.client(api_key="sk-bob-00001")
+        uploaded = alice.files.create(file=("in.jsonl", jsonl([line(1)])), purpose="batch")
+        batch = alice.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        done = wait_done(alice, batch.id)
+        for read in (lambda: bob.files.retrieve(uploaded.id), lambda: bob.files.content(done.output_file_id),
+                     lambda: bob.batches.retrieve(batch.id), lambda: bob.batches.cancel(batch.id),
+                     lambda: bob.files.delete(uploaded.id)):
+            with pytest.raises(openai.NotFoundError):
+                read()
+        with pytest.raises(openai.NotFoundError):  # bob cannot run a batch over alice's file
+            bob.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        assert bob.files.list().data == [] and bob.batches.list().data == []
+        assert alice.files.delete(uploaded.id).deleted
+
+
+def test_cancel_mid_run_keeps_the_answered_lines_and_reports_the_rest(tmp_path) -> None:
+    with live_server(f"batches.path={tmp_path / 'b.sqlite3'}", "engine.sim.token_latency_ms=20",
+                     "batches.max_parallel=2") as live:
+        client = live.client()
+        uploaded = client.files.create(file=("in.jsonl", jsonl([line(i) for i in range(40)])), purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        deadline = time.monotonic() + 20
+        while client.batches.retrieve(batch.id).request_counts.completed < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert client.batches.cancel(batch.id).status == "cancelling"
+        done = wait_done(client, batch.id)
+        assert done.status == "cancelled" and done.cancelled_at and done.request_counts.total == 40
+        answered = client.files.content(done.output_file_id).text.splitlines()
+        unanswered = [json.loads(x) for x in client.files.content(done.error_file_id).text.splitlines()]
+        assert len(answered) >= 4 and len(answered) + len(unanswered) == 40
+        assert all(u["error"]["code"] == "batch_cancelled" and u["response"] is None for u in unanswered)
+        with pytest.raises(openai.APIStatusError) as again:
+            client.batches.cancel(batch.id)
+        assert again.value.status_code == 409
+
+
+def test_interactive_requests_go_first_while_a_batch_runs(tmp_path) -> None:
+    with live_server(f"batches.path={tmp_path / 'b.sqlite3'}", "engine.sim.token_latency_ms=20",
+                     "scheduler.max_concurrency=4", "scheduler.limit.adaptive=false") as live:
+        client = live.client()
+        uploaded = client.files.create(file=("in.jsonl", jsonl([line(i, max_tokens=50) for i in range(60)])),
+                                       purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        sched = live.services.scheduler
+        live.wait_for(lambda s: s["running"] >= 3)  # the batch fills what the limit leaves
+        with httpx.Client(base_url=live.url, timeout=30) as http:
+            for cls in ("high", "medium"):
+                started = http.post("/v1/chat/completions", headers={"X-Priority": cls}, json={
+                    "model": "sim", "messages": [{"role": "user", "content": "now"}], "max_tokens": 3})
+                assert started.status_code == 200
+                assert int(started.headers["x-queue-wait-ms"]) < 2000  # behind one batch line at most
+        assert sched.admission.running <= 4 + 1  # batch lines never took the engine's last slots
+        assert client.batches.retrieve(batch.id).status == "in_progress"
+        assert sched.queue.count(PriorityClass.LOW) == 0  # batch lines never wait in the queue
+
+
+def test_kill_9_mid_batch_resumes_without_a_line_lost_or_twice(tmp_path) -> None:
+    port = free_port()
+    args = [sys.executable, "app.py", "--port", str(port), "--set", "engine.backend=sim", "--set", "server.ui=false",
+            "--set", "engine.sim.token_latency_ms=5", "--set", "cache.enabled=false", "--set", "logging.file=",
+            "--set", "monitor.gpu=false", "--set", f"batches.path={tmp_path / 'b.sqlite3'}",
+            "--set", f"responses.path={tmp_path / 'r.sqlite3'}", "--set", "engine.sim.natural_stop=false"]
+    url = f"http://127.0.0.1:{port}"
+    proc = start_app(args, url)
+    try:
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
+        uploaded = client.files.create(file=("in.jsonl", jsonl([line(i, seed=i, temperature=0) for i in range(500)])),
+                                       purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        deadline = time.monotonic() + 60
+        while (seen := client.batches.retrieve(batch.id)).request_counts.completed < 100:
+            assert time.monotonic() < deadline and seen.status in ("validating", "in_progress")
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        with sqlite3.connect(tmp_path / "b.sqlite3") as db:  # what was committed before the kill
+            before = {json.loads(r)["custom_id"]: json.loads(r) for (r,) in db.execute(
+                "SELECT result FROM lines WHERE state = 'done'")}
+        proc = start_app(args, url)
+        client = openai.OpenAI(base_url=url + "/v1", api_key="sk", max_retries=0)
+        done = wait_done(client, batch.id, timeout=120)
+        assert done.status == "completed" and done.request_counts.completed == 500
+        outputs = [json.loads(x) for x in client.files.content(done.output_file_id).text.splitlines()]
+        assert sorted(o["custom_id"] for o in outputs) == sorted(f"req-{i}" for i in range(500))  # each once
+        assert len(before) >= 100 and all(o == before[o["custom_id"]] for o in outputs if o["custom_id"] in before)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
