@@ -15,9 +15,10 @@ from api.access import metrics_response
 from api.auth import identify
 from api.cache_feedback import cache_feedback
 from api.chat import create_chat_completion
-from api.deps import services_of
+from api.deps import batch_runner_of, services_of
 from api.errors import APIError
 from api.tokenize import tokenize
+from batches.store import BatchStore
 from pipeline.accounts import accounts
 from pipeline.caller import ANONYMOUS, Caller
 from pipeline.usage import RETENTION_S
@@ -60,7 +61,15 @@ async def queue_status(request: Request, request_id: str | None = None, caller: 
                        code="admin_key_required")
     if request_id is not None:
         return request_status(services.scheduler, RequestKey(caller or viewer.name, request_id))
-    return overall_status(snapshot(services.scheduler))
+    runner = batch_runner_of(request)
+    return {**overall_status(snapshot(services.scheduler)), "batch_lines_running": runner.lines_running,
+            "batches": await _batches_of(services.batches, runner.running_of(caller or viewer.name))}
+
+
+async def _batches_of(store: BatchStore, running: dict[str, int]) -> list[dict]:
+    """The viewer's own unfinished batches: lines in the engine and lines still to run."""
+    return [{"id": batch_id, "lines_running": n, "lines_pending": (await store.counts(batch_id)).get("pending", 0)}
+            for batch_id, n in running.items()]
 
 
 @router.get("/metrics")

@@ -59,8 +59,13 @@ class BatchRunner:
     def lines_running(self) -> int:
         return sum(len(b.running) for b in self._batches.values())
 
-    def running_by_batch(self) -> dict[str, int]:
-        return {batch_id: len(b.running) for batch_id, b in self._batches.items() if b.running}
+    @property
+    def unfinished(self) -> int:
+        return len(self._batches)
+
+    def running_of(self, owner: str | None) -> dict[str, int]:
+        """Lines in the engine now per batch, of one owner's batches (None: everyone's)."""
+        return {batch_id: len(b.running) for batch_id, b in self._batches.items() if owner in (None, b.owner)}
 
     async def load(self) -> None:
         """Every batch the last process left unfinished, to resume where it stopped."""

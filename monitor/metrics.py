@@ -3,7 +3,7 @@ from the live state at scrape time. Each server has its own registry."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -30,7 +30,8 @@ class CacheCounts(Protocol):
 
 class Metrics:
     def __init__(self, scheduler: Scheduler, cache: CacheCounts | None, gpu: GpuMonitor | None,
-                 abandoned: Mapping[str, int], usage: UsageLedger, tool_calls: Mapping[str, int] | None = None) -> None:
+                 abandoned: Mapping[str, int], usage: UsageLedger, tool_calls: Mapping[str, int] | None = None,
+                 batch_lines: Callable[[], tuple[int, int]] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.admitted = Counter("gptoss_requests_admitted", "Requests admitted into the engine", ["priority"], registry=r)
@@ -56,6 +57,8 @@ class Metrics:
                              "completed request", ["priority"], buckets=_LATENCY_BUCKETS, registry=r)
         r.register(_LiveState(scheduler, cache, gpu, abandoned, {} if tool_calls is None else tool_calls))
         r.register(_CallerUsage(usage))
+        if batch_lines is not None:
+            r.register(_BatchLines(batch_lines))
         scheduler.listeners.append(self.on_event)
 
     def on_event(self, event: QueueEvent) -> None:
@@ -85,6 +88,21 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _BatchLines:
+    """Batch lines in the engine now, and batches not yet ended (`batch_lines`: both, read at scrape)."""
+
+    def __init__(self, batch_lines: Callable[[], tuple[int, int]]) -> None:
+        self.batch_lines = batch_lines
+
+    def describe(self) -> list:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        running, batches = self.batch_lines()
+        yield GaugeMetricFamily("gptoss_batch_lines_running", "Batch lines in the engine now", running)
+        yield GaugeMetricFamily("gptoss_batches_unfinished", "Batches validating, in progress or ending", batches)
 
 
 class _LiveState:

@@ -156,7 +156,10 @@ def test_interactive_requests_go_first_while_a_batch_runs(tmp_path) -> None:
                                        purpose="batch")
         batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
         sched = live.services.scheduler
-        live.wait_for(lambda s: s["running"] >= 3)  # the batch fills what the limit leaves
+        status = live.wait_for(lambda s: s["running"] >= 3)  # the batch fills what the limit leaves
+        assert status["batch_lines_running"] >= 3 and status["batches"][0]["id"] == batch.id
+        assert status["batches"][0]["lines_pending"] > 0
+        assert "gptoss_batch_lines_running" in httpx.get(f"{live.url}/metrics").text
         with httpx.Client(base_url=live.url, timeout=30) as http:
             for cls in ("high", "medium"):
                 started = http.post("/v1/chat/completions", headers={"X-Priority": cls}, json={
