@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from batches.runner import BatchRunner
 from batches.store import BatchStore
 from cache.redis_store import RedisResponseCache
 from cache.similar import SimilarAnswers
@@ -43,6 +44,7 @@ class Services:
     alerts: AlertNotifier | None = None
     shared_counts: SharedCounts | None = None  # the limiter's counts on Redis, synced in the background
     shared_usage: SharedUsage | None = None  # the usage ledger's minutes on Redis, likewise
+    batch_runner: BatchRunner | None = None  # built with the API (its lines are answered as the API would)
 
 
 def build_services(config: Config) -> Services:

@@ -1,5 +1,5 @@
 """What a route reaches, typed: the server's parts (built by wiring.py) and the API's own
-background responses and batch runner, kept on the app's state. As functions of the request, so a helper
+background responses, kept on the app's state. As functions of the request, so a helper
 deep in a route reads them the same way a route's signature does (`Depends(services_of)`)."""
 
 from __future__ import annotations
@@ -22,4 +22,7 @@ def background_of(request: Request) -> BackgroundResponses:
 
 
 def batch_runner_of(request: Request) -> BatchRunner:
-    return cast(BatchRunner, request.app.state.batch_runner)
+    runner = services_of(request).batch_runner
+    if runner is None:
+        raise RuntimeError("the batch runner is built with the app")
+    return runner

@@ -88,7 +88,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
     app.state.background = background_responses
-    app.state.batch_runner = batch_runner
+    services.batch_runner = batch_runner
     app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu, services.pipeline.abandoned,
                                 services.pipeline.usage, services.pipeline.tool_calls,
                                 lambda: (batch_runner.lines_running, batch_runner.unfinished))

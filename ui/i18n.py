@@ -21,6 +21,9 @@ EN = {
     "confirm_delete": "Delete for good", "cancel": "Cancel", "export_format": "Export as",
     "export_one": "Export this", "export_all": "Export all", "export_file": "Exported file", "import": "Import JSON",
     "ask_model": "Ask the model instead",
+    "submit_job": "Submit as a batch job (runs on idle capacity)", "jobs": "Your batch jobs (API and page)",
+    "job_id": "Batch id", "cancel_job": "Cancel job", "download_output": "Download answers",
+    "download_errors": "Download errors", "refresh": "Refresh",
 }
 
 ZH = {
@@ -40,6 +43,9 @@ ZH = {
     "confirm_delete": "确认删除", "cancel": "取消", "export_format": "导出格式",
     "export_one": "导出当前", "export_all": "全部导出", "export_file": "导出的文件", "import": "导入 JSON",
     "ask_model": "改为询问模型",
+    "submit_job": "作为批处理任务提交（利用空闲算力）", "jobs": "我的批处理任务（API 与页面）",
+    "job_id": "任务 ID", "cancel_job": "取消任务", "download_output": "下载回答",
+    "download_errors": "下载错误", "refresh": "刷新",
 }
 
 MESSAGES = {
@@ -53,6 +59,8 @@ MESSAGES = {
         "yes": "hit", "no": "miss", "similar_hit": "hit, a similar question's answer (similarity {similarity:.2f})",
         "no_gpu": "No GPU here: showing process memory and the engine's KV cache instead.",
         "batch_done": "{n} prompts answered",
+        "job_submitted": "Batch job {id} submitted: {n} prompts; it runs while the server has room.",
+        "job_state": "Batch job: {state}.",
         "usage": "today {tokens}{quota} tokens · {requests} requests in 24 h · limits: {limits}",
         "no_limits": "none",
         "users_title": "Users, last 24 hours",
@@ -91,6 +99,8 @@ MESSAGES = {
         "yes": "命中", "no": "未命中", "similar_hit": "命中，相似问题的回答（相似度 {similarity:.2f}）",
         "no_gpu": "本机没有 GPU：改为显示进程内存和引擎 KV 缓存占用。",
         "batch_done": "已完成 {n} 个提示词",
+        "job_submitted": "已提交批处理任务 {id}：{n} 个提示词，服务器空闲时运行。",
+        "job_state": "批处理任务：{state}。",
         "usage": "今日 {tokens}{quota} 个 token · 24 小时内 {requests} 次请求 · 限额：{limits}",
         "no_limits": "无",
         "users_title": "用户（最近 24 小时）",

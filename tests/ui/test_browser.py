@@ -386,6 +386,34 @@ def test_batch_of_five(ui_server: LiveServer, open_page: Callable, shot: Callabl
     assert [r["answer"] for r in rows] == [r["answer"] for r in jsonl]
 
 
+def test_a_batch_job_from_the_page_shows_its_progress_and_its_answers(ui_server: LiveServer, open_page: Callable,
+                                                                      shot: Callable, tmp_path: Path) -> None:
+    prompts = [f"job prompt {i}" for i in range(6)]
+    page = open_page(ui_server)
+    page.get_by_role("tab", name="Batch").click()
+    page.locator("#batch-prompts textarea").fill("\n".join(prompts))
+    page.locator("#submit-job").click()
+    expect(page.locator("#job-status")).to_contain_text("6 prompts", timeout=WAIT_MS)
+    batch_id = page.locator("#job-id textarea, #job-id input").first.input_value()
+    assert batch_id.startswith("batch_")
+    table = page.locator("#job-table")
+    expect(table.locator("[data-testid='cell-0-1']")).to_have_text("completed", timeout=WAIT_MS)  # the timer polls
+    expect(table.locator("[data-testid='cell-0-2']")).to_contain_text("6/6")
+    shot(page, "job-done")
+    page.locator("#refresh-jobs").click()
+    button = page.locator("#download-output")
+    expect(button).to_be_enabled(timeout=WAIT_MS)
+    with page.expect_download(timeout=WAIT_MS) as download:
+        button.click()
+    saved = tmp_path / "answers.jsonl"
+    download.value.save_as(saved)
+    answers = [json.loads(line) for line in saved.read_text(encoding="utf-8").splitlines()]
+    assert sorted(a["custom_id"] for a in answers) == [f"prompt-{i + 1}" for i in range(6)]
+    assert all(a["response"]["status_code"] == 200 for a in answers)
+    api = httpx.get(f"{ui_server.url}/v1/batches/{batch_id}").json()
+    assert api["status"] == "completed" and api["request_counts"]["completed"] == 6  # the same job on the API
+
+
 def test_two_tabs_are_served_at_once(ui_server: LiveServer, open_page: Callable, shot: Callable) -> None:
     assert ui_server.status()["slots"] == ui_server.services.config.scheduler.limit.initial
     first, second = open_page(ui_server), open_page(ui_server)

@@ -1,5 +1,6 @@
 """The Batch tab: many prompts at once, at a class of the user's choosing, with the results to
-download as JSONL and CSV."""
+download as JSONL and CSV; or the same prompts as a batch job of the Batch API, run on idle
+capacity, with the caller's jobs (from the page or a script) listed with their progress."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import gradio as gr
 
 from ui.account.uploads import UploadRefused, uploaded_file
+from ui.batch import api_jobs
 from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
 from ui.chat.chat_settings import ChatSettings
 from ui.i18n import message
@@ -32,6 +34,7 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
                                                elem_id="download-jsonl")
             download_csv = gr.DownloadButton(t("download_csv"), visible=False,  # type: ignore[arg-type]
                                              elem_id="download-csv")
+        jobs = _build_jobs(page, t, prompts, upload)
 
     async def batch(text: str, file: str | None, prio: str, conc: float, language: str,
                     request: gr.Request, progress: gr.Progress = gr.Progress()) -> tuple:  # noqa: B008 - Gradio's way
@@ -55,4 +58,67 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
                                [batch_status, table, download_jsonl, download_csv], concurrency_limit=None))
     return {tab: "batch", prompts: "prompts", upload: "upload", batch_priority: "priority",
             batch_concurrency: "concurrency", run: "run_batch", table: "results", download_jsonl: "download_jsonl",
-            download_csv: "download_csv"}
+            download_csv: "download_csv", **jobs}
+
+
+def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) -> Labels:
+    """Batch jobs: submit the prompts as one, list the caller's jobs every few seconds, cancel one,
+    download its answers or errors."""
+    services = page.services
+    submit = gr.Button(t("submit_job"), elem_id="submit-job")
+    job_status = gr.Markdown(elem_id="job-status")
+    listing = gr.Dataframe(headers=["id", "status", "progress", "completed", "failed", "total", "from"],
+                           label=t("jobs"), elem_id="job-table", interactive=False)
+    with gr.Row():
+        job_id = gr.Textbox(label=t("job_id"), elem_id="job-id", scale=3)
+        cancel = gr.Button(t("cancel_job"), elem_id="cancel-job")
+        refresh = gr.Button(t("refresh"), elem_id="refresh-jobs")
+    with gr.Row():
+        # Gradio takes an I18nData label; its annotation says str.
+        output = gr.DownloadButton(t("download_output"), interactive=False,  # type: ignore[arg-type]
+                                   elem_id="download-output")
+        errors = gr.DownloadButton(t("download_errors"), interactive=False,  # type: ignore[arg-type]
+                                   elem_id="download-errors")
+    timer = gr.Timer(2.0)
+
+    def store_and_runner() -> tuple:
+        if services.batch_runner is None:
+            raise gr.Error("batch jobs are not available")
+        return services.batches, services.batch_runner
+
+    async def submit_job(text: str, file: str | None, language: str, request: gr.Request) -> tuple:
+        caller = page.caller_of(request)
+        try:
+            items = parse_prompts(text, uploaded_file(file))
+        except (BatchInputError, UploadRefused) as exc:
+            return f"⚠️ {exc}", gr.update(), gr.update()
+        store, runner = store_and_runner()
+        state = await api_jobs.submit(store, runner, services.config, caller, services.engine.capabilities.model,
+                                      items, 0.7)
+        shown = message(code_of(language), "job_submitted", id=state["id"], n=len(items))
+        return shown, state["id"], await api_jobs.rows(store, caller)
+
+    async def listed(request: gr.Request) -> list[list]:
+        return await api_jobs.rows(services.batches, page.caller_of(request))
+
+    async def cancel_job(batch_id: str, language: str, request: gr.Request) -> tuple:
+        caller = page.caller_of(request)
+        store, runner = store_and_runner()
+        state = await api_jobs.cancel(store, runner, caller, batch_id)
+        return message(code_of(language), "job_state", state=state), await api_jobs.rows(store, caller)
+
+    async def files(batch_id: str, request: gr.Request) -> tuple:
+        """The job's answers and errors behind the two buttons, once it has them."""
+        caller, folder = page.caller_of(request), Path(tempfile.mkdtemp(prefix="gptoss-job-"))
+        found = [await api_jobs.download(services.batches, caller, batch_id, which, folder)
+                 for which in ("output", "error")]
+        return tuple(gr.update(value=str(p) if p else None, interactive=p is not None) for p in found)
+
+    submit.click(submit_job, [prompts, upload, page.lang], [job_status, job_id, listing], concurrency_limit=None)
+    for trigger in (timer.tick, refresh.click):
+        trigger(listed, None, listing, concurrency_limit=None, show_progress="hidden")
+    for trigger in (job_id.change, refresh.click):
+        trigger(files, job_id, [output, errors], concurrency_limit=None, show_progress="hidden")
+    cancel.click(cancel_job, [job_id, page.lang], [job_status, listing], concurrency_limit=None)
+    return {submit: "submit_job", listing: "jobs", job_id: "job_id", cancel: "cancel_job", refresh: "refresh",
+            output: "download_output", errors: "download_errors"}

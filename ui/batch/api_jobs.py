@@ -1,0 +1,73 @@
+"""The page's batch jobs, on the Batch API's store and runner: the prompts become an input file
+and a batch owned by the signed-in caller, exactly as `POST /v1/files` and `POST /v1/batches`
+would make them, so the page and a script see the same jobs. No Gradio."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from batches import shapes
+from batches.runner import BatchRunner
+from batches.store import BatchStore, new_id
+from pipeline.caller import Caller
+from settings.schema import Config
+
+ENDPOINT = "/v1/chat/completions"
+JOBS_SHOWN = 20
+
+
+async def submit(store: BatchStore, runner: BatchRunner, config: Config, caller: Caller, model: str,
+                 prompts: list[str], temperature: float) -> dict:
+    lines = [{"custom_id": f"prompt-{i + 1}", "method": "POST", "url": ENDPOINT,
+              "body": {"model": model, "messages": [{"role": "user", "content": p}], "temperature": temperature}}
+             for i, p in enumerate(prompts)]
+    content = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
+    uploaded = await store.put_file(caller.name, "batch", "page-prompts.jsonl", content)
+    state = shapes.new_batch(new_id("batch"), uploaded.id, ENDPOINT, "24h", {"source": "page"}, store.clock(),
+                             config.batches.completion_window_s)
+    await store.put_batch(caller.name, caller.cache_namespace, state)
+    runner.add(caller.name, caller.cache_namespace, state)
+    return state
+
+
+async def rows(store: BatchStore, caller: Caller) -> list[list]:
+    """The caller's latest batches, API and page alike: id, status, a progress bar, counts."""
+    out = []
+    for state in await store.batches(caller.name, None, JOBS_SHOWN):
+        if state["status"] in ("in_progress", "cancelling", "finalizing"):
+            state = shapes.with_counts(state, await store.counts(state["id"]))
+        counts = state["request_counts"]
+        done = counts["completed"] + counts["failed"]
+        out.append([state["id"], state["status"], bar(done, counts["total"]), counts["completed"], counts["failed"],
+                    counts["total"], (state.get("metadata") or {}).get("source", "api")])
+    return out
+
+
+def bar(done: int, total: int, width: int = 20) -> str:
+    filled = round(width * done / total) if total else 0
+    return f"{'█' * filled}{'░' * (width - filled)} {done}/{total}"
+
+
+async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_id: str) -> str:
+    state = await store.batch(batch_id.strip(), caller.name)
+    if state is None:
+        return "no such batch"
+    if state["status"] not in ("validating", "in_progress"):
+        return f"the batch is {state['status']}"
+    state.update(status="cancelling", cancelling_at=int(store.clock()))
+    await store.update_batch(state)
+    runner.cancel(state["id"], state)
+    return "cancelling"
+
+
+async def download(store: BatchStore, caller: Caller, batch_id: str, which: str, folder: Path) -> Path | None:
+    """The batch's output or error file, written where the page serves downloads from."""
+    state = await store.batch(batch_id.strip(), caller.name)
+    file_id = state.get(f"{which}_file_id") if state is not None else None
+    content = await store.content(file_id, caller.name) if file_id else None
+    if content is None:
+        return None
+    path = folder / f"{state['id']}-{which}.jsonl" if state is not None else folder / "none"
+    path.write_bytes(content)
+    return path
