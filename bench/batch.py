@@ -1,0 +1,168 @@
+"""Batch jobs on idle capacity: does a batch fill the engine when it is alone, and stay out of
+interactive users' way when they come? On this machine's real engine, in one run:
+
+1. the engine's own server in a closed loop at rising concurrency: its peak tokens/s (and C_slo);
+2. an N-line batch alone through our Batch API: its tokens/s against that peak;
+3. interactive open-loop load at 0.7x C_slo through ours, without a batch and then with the same
+   batch running: each class's TTFT p50/p99 and TPOT p50 side by side, and the batch's tokens/s
+   against what the engine had left over (peak minus the interactive tokens/s).
+
+Prints tables; `--plot PATH` draws the batch's progress over time above the interactive arrivals.
+Run on purpose: `.venv/bin/python bench/batch.py --engine llamacpp --lines 2000`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from bench.calibration import calibrate
+from bench.common import MODEL_NAME, Progress, note, table, timed_sleep
+from bench.load import BASELINE, FULL, run_load, start
+from bench.load_records import Run
+from bench.load_requests import MAX_TOKENS, TEMPERATURE, prompt_for
+from bench.load_summary import Slo, summarize
+from bench.servers import ServerProcess
+from engine.kv_size import default_cpu_kv_bytes
+
+
+@dataclass
+class BatchRun:
+    lines: int
+    started_s: float = 0.0
+    ended_s: float = 0.0
+    completion_tokens: int = 0
+    progress: list[tuple[float, int]] = field(default_factory=list)  # (seconds from t0, lines done)
+    status: str = ""
+
+    @property
+    def tok_s(self) -> float:
+        return self.completion_tokens / max(1e-9, self.ended_s - self.started_s)
+
+
+def batch_file(lines: int) -> bytes:
+    rows = [{"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": MODEL_NAME, "messages": [{"role": "user", "content": prompt_for(100_000 + i)}],
+                      "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE}} for i in range(lines)]
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+async def run_batch(url: str, lines: int, t0: float, until: asyncio.Event | None = None) -> BatchRun:
+    """Upload, create, poll every half second to the end (or, with `until`, until it is set: the
+    batch is then cancelled and its tokens so far counted)."""
+    out = BatchRun(lines)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        up = await client.post("/v1/files", files={"file": ("b.jsonl", io.BytesIO(batch_file(lines)))},
+                               data={"purpose": "batch"})
+        up.raise_for_status()
+        made = await client.post("/v1/batches", json={"input_file_id": up.json()["id"], "completion_window": "24h",
+                                                      "endpoint": "/v1/chat/completions"})
+        made.raise_for_status()
+        batch_id = made.json()["id"]
+        bar = Progress(f"batch of {lines}", lines, "line")
+        out.started_s = time.perf_counter() - t0
+        while True:
+            state = (await client.get(f"/v1/batches/{batch_id}")).json()
+            counts = state["request_counts"]
+            out.progress.append((time.perf_counter() - t0, counts["completed"] + counts["failed"]))
+            bar.update(counts["completed"] + counts["failed"])
+            if state["status"] in ("completed", "failed", "expired", "cancelled"):
+                break
+            if until is not None and until.is_set() and state["status"] == "in_progress":
+                await client.post(f"/v1/batches/{batch_id}/cancel")
+            await asyncio.sleep(0.5)
+        bar.done()
+        out.ended_s, out.status = time.perf_counter() - t0, state["status"]
+        if state.get("output_file_id"):
+            text = (await client.get(f"/v1/files/{state['output_file_id']}/content")).text
+            out.completion_tokens = sum(json.loads(x)["response"]["body"]["usage"]["completion_tokens"]
+                                        for x in text.splitlines())
+    return out
+
+
+async def interactive_with_batch(server: ServerProcess, load: float, capacity: float, duration_s: float, lines: int
+                                 ) -> tuple[Run, BatchRun]:
+    t0 = time.perf_counter()
+    stop = asyncio.Event()
+    batch = asyncio.create_task(run_batch(server.url, lines, t0, stop))
+    await timed_sleep("batch filling the engine", 5.0)
+    run = await run_load(server, load, capacity, duration_s, 1, 5.0)
+    stop.set()
+    return run, await batch
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--engine", choices=("vllm", "llamacpp"), default="llamacpp")
+    p.add_argument("--lines", type=int, default=2000)
+    p.add_argument("--load", type=float, default=0.7, help="interactive load as a multiple of C_slo")
+    p.add_argument("--duration", type=float, default=40.0, help="seconds of interactive sending")
+    p.add_argument("--plot", default="", help="PNG of the batch's progress over the interactive arrivals")
+    args = p.parse_args()
+    kv = default_cpu_kv_bytes()
+    engine_name = BASELINE[args.engine]
+    own = start(engine_name, args.engine, kv, [])
+    try:
+        cal = asyncio.run(calibrate(own, FULL.levels, 6.0, 0.1))
+    finally:
+        own.stop()
+    peak = max(level.tok_s for level in cal.levels)
+    note(f"{engine_name}: peak {peak:.0f} tok/s, C_slo {cal.c_slo:.2f} req/s")
+    ours = start("ours", args.engine, kv, ["scheduler.slo.tpot_s=0.1", "scheduler.slo.ttft_s=1"])
+    try:
+        alone = asyncio.run(run_batch(ours.url, args.lines, time.perf_counter()))
+        without = asyncio.run(run_load(ours, args.load, cal.c_slo, args.duration, 1, 5.0))
+        with_batch, during = asyncio.run(interactive_with_batch(ours, args.load, cal.c_slo, args.duration, args.lines))
+    finally:
+        ours.stop()
+    report(peak, alone, without, with_batch, during, args)
+    if args.plot:
+        plot(args.plot, with_batch, during)
+    return 0
+
+
+def report(peak: float, alone: BatchRun, without: Run, with_batch: Run, during: BatchRun,
+           args: argparse.Namespace) -> None:
+    slo = Slo(0.1, {"high": 1.0, "low": 60.0})
+    print(table(f"A batch of {args.lines} alone", ["engine peak tok/s", "batch tok/s", "ratio", "status"],
+                [[f"{peak:.0f}", f"{alone.tok_s:.0f}", f"{alone.tok_s / peak:.2f}x", alone.status]]))
+    rows = []
+    for cls in ("high", "low", "all"):
+        a, b = summarize(without, cls, slo), summarize(with_batch, cls, slo)
+        rows.append([cls, f"{a.ttft.p50:.3f} / {b.ttft.p50:.3f}", f"{a.ttft.p99:.3f} / {b.ttft.p99:.3f}",
+                     f"{a.tpot.p50:.3f} / {b.tpot.p50:.3f}", f"{a.tpot.p99:.3f} / {b.tpot.p99:.3f}",
+                     f"{a.tok_s:.0f} / {b.tok_s:.0f}", f"{b.ttft.p99 / a.ttft.p99:.2f}x"])
+    print(table(f"Interactive load {args.load:g}x C_slo, without / with the batch running (s)",
+                ["class", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "tok/s", "TTFT p99 ratio"], rows))
+    interactive = summarize(with_batch, "all", slo).tok_s
+    left = max(1e-9, peak - interactive)
+    print(table("The batch beside interactive load", ["left over tok/s", "batch tok/s", "share of left over"],
+                [[f"{left:.0f}", f"{during.tok_s:.0f}", f"{during.tok_s / left:.2f}"]]))
+
+
+def plot(path: str, run: Run, batch: BatchRun) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5))
+    top.plot([t for t, _ in batch.progress], [n for _, n in batch.progress])
+    top.set_ylabel("batch lines done")
+    for cls, colour in (("high", "tab:red"), ("low", "tab:blue")):
+        sent = [r.sent_s for r in run.records if r.cls == cls]
+        bottom.eventplot([sent], colors=colour, lineoffsets=1 if cls == "high" else 0, linelengths=0.8)
+    bottom.set_yticks([0, 1], ["low", "high"])
+    bottom.set_xlabel("seconds (interactive arrivals, from the load's start)")
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
