@@ -21,7 +21,8 @@ from pipeline.chat import ChatPipeline
 from pipeline.rate_limit import RateLimiter
 from pipeline.shared_counts import SharedCounts
 from pipeline.shared_usage import SharedUsage
-from pipeline.usage import UsageLedger
+from pipeline.usage import Fanout, UsageLedger
+from pipeline.usage_file import UsageFile
 from responses.redis_store import RedisResponseStore, gateway_name
 from responses.sealed import ReasoningSeal
 from responses.store import ChainedStore, ResponseStore
@@ -44,6 +45,7 @@ class Services:
     alerts: AlertNotifier | None = None
     shared_counts: SharedCounts | None = None  # the limiter's counts on Redis, synced in the background
     shared_usage: SharedUsage | None = None  # the usage ledger's minutes on Redis, likewise
+    usage_file: UsageFile | None = None  # the usage ledger's minutes on disk
     batch_runner: BatchRunner | None = None  # built with the API (its lines are answered as the API would)
 
 
@@ -57,14 +59,18 @@ def build_services(config: Config) -> Services:
     # MinuteSink); which implementation sits behind them is chosen here.
     counts = SharedCounts(state.redis_url, keyring.limits_by_name(), state.sync_interval_s) if state.shared_limits else None
     minutes = SharedUsage(state.redis_url, state.sync_interval_s) if state.shared_usage else None
-    usage = UsageLedger(shared=minutes)
+    on_disk = config.usage
+    usage_file = UsageFile(on_disk.path, on_disk.retention_days * 86_400, on_disk.flush_interval_s) if on_disk.path else None
+    sinks = [s for s in (usage_file, minutes) if s is not None]
+    usage = UsageLedger(shared=Fanout(*sinks) if len(sinks) > 1 else sinks[0] if sinks else None)
     pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
                             usage)
     seal = ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key"))
     stored = config.batches
     batches = BatchStore(stored.path, stored.max_files, stored.max_batches, stored.retention_s)
     services = Services(config, engine, scheduler, keyring, pipeline, _responses(config), seal, batches, cache,
-                        _gpu_monitor(config, scheduler), shared_counts=counts, shared_usage=minutes)
+                        _gpu_monitor(config, scheduler), shared_counts=counts, shared_usage=minutes,
+                        usage_file=usage_file)
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from starlette.routing import Match
@@ -19,12 +19,14 @@ from api.deps import batch_runner_of, services_of
 from api.errors import APIError
 from api.tokenize import tokenize
 from batches.store import BatchStore
+from pipeline import usage_buckets as buckets
 from pipeline.accounts import accounts
 from pipeline.caller import ANONYMOUS, Caller
 from pipeline.usage import RETENTION_S
 from scheduler.request import RequestKey
 from scheduler.snapshot import snapshot
 from scheduler.status import overall_status, request_status
+from wiring import Services
 
 router = APIRouter()
 router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
@@ -119,10 +121,50 @@ async def usage(request: Request, start_time: float | None = None, end_time: flo
     if not 0 <= start < end:
         raise APIError(400, "start_time must be before end_time (unix seconds)", param="start_time",
                        code="invalid_value")
-    pipeline = services.pipeline
-    rows = accounts(services.keyring, pipeline.usage, pipeline.limiter, viewer, start, end, caller)
-    return {"object": "usage", "start_time": int(start), "end_time": int(end), "retention_s": RETENTION_S,
+    pipeline, on_disk = services.pipeline, services.usage_file
+    older = on_disk is not None and start < time.time() - pipeline.usage.retention_s
+    used = await on_disk.report(start, end) if on_disk is not None and older else None
+    rows = accounts(services.keyring, pipeline.usage, pipeline.limiter, viewer, start, end, caller, used)
+    retention = on_disk.retention_s if on_disk is not None else RETENTION_S
+    return {"object": "usage", "start_time": int(start), "end_time": int(end), "retention_s": int(retention),
             "data": [row.as_dict() for row in rows]}
+
+
+@router.get("/v1/organization/usage/completions")
+async def usage_completions(request: Request, start_time: int, end_time: int | None = None, bucket_width: str = "1d",
+                            group_by: list[str] | None = Query(None), limit: int | None = None,  # noqa: B008
+                            page: str | None = None) -> dict:
+    """OpenAI's Usage API over the ledger, for admins: tools that read OpenAI's usage read ours.
+    The key's name stands where OpenAI puts the key's id."""
+    services = services_of(request)
+    _require_admin(identify(request), "the usage API")
+    if bucket_width not in buckets.WIDTHS:
+        raise APIError(400, f"bucket_width must be 1m, 1h or 1d; got {bucket_width!r}", param="bucket_width",
+                       code="invalid_value")
+    groups = tuple(group_by or ())
+    if unknown := [g for g in groups if g not in buckets.GROUPS]:
+        raise APIError(400, f"group_by {unknown[0]!r} is not supported; use api_key_id or model", param="group_by",
+                       code="unsupported_parameter")
+    default, most = buckets.LIMITS[bucket_width]
+    shown = default if limit is None else limit
+    if not 1 <= shown <= most:
+        raise APIError(400, f"limit must be 1 to {most} for {bucket_width} buckets", param="limit", code="invalid_value")
+    start = int(page) if page is not None and page.isdigit() else start_time
+    end = int(time.time()) + 1 if end_time is None else end_time
+    if not 0 <= start < end:
+        raise APIError(400, "start_time must be before end_time (unix seconds)", param="start_time", code="invalid_value")
+    rows = await _usage_rows(services, start, end)
+    found = buckets.page(rows, start, end, bucket_width, shown, groups, services.engine.capabilities.model)
+    return {"object": "page", "data": found.buckets, "has_more": found.next_start is not None,
+            "next_page": str(found.next_start) if found.next_start is not None else None}
+
+
+async def _usage_rows(services: Services, start: int, end: int) -> list[buckets.Row]:
+    """The last week from the ledger in memory (up to the second), older from the file."""
+    ledger, on_disk = services.pipeline.usage, services.usage_file
+    horizon = int(time.time() - ledger.retention_s) // 60 * 60
+    older = await on_disk.rows(start, min(end, horizon)) if on_disk is not None and start < horizon else []
+    return older + ledger.rows(max(start, horizon), end)
 
 
 def _require_admin(caller: Caller, what: str) -> None:

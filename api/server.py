@@ -22,6 +22,7 @@ from api.responses_background import BackgroundResponses
 from api.routes import router, unrouted
 from cache.redis_store import CacheUnavailable
 from monitor.metrics import Metrics
+from pipeline.usage_file import restore
 from protocols.openai_chat.request import ChatCompletionRequest
 from responses.redis_store import StoreUnavailable
 from wiring import Services
@@ -57,10 +58,15 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
                 on_engine_failure(exc)
         await services.batches.open()
         await batch_runner.load()
+        if services.usage_file is not None:
+            await services.usage_file.open()
+            await restore(services.usage_file, services.pipeline.usage, services.pipeline.limiter)
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start"),
                       asyncio.create_task(batch_runner.run_forever(), name="batches")]
+        if services.usage_file is not None:
+            background.append(asyncio.create_task(services.usage_file.run_forever(), name="usage-file"))
         if services.alerts is not None:
             background.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
         if services.shared_counts is not None:
@@ -84,6 +90,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             await batch_runner.stop()
             await services.responses.close()
             await services.batches.close()
+            if services.usage_file is not None:
+                await services.usage_file.close()
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services

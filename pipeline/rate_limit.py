@@ -127,6 +127,16 @@ class RateLimiter:
                 out[f"x-ratelimit-reset-{kind}"] = duration(window.reset_s(now))
         return out
 
+    def restore(self, name: str, day_tokens: int, recent: list[tuple[float, int, int]]) -> None:
+        """Counts read back after a restart: today's tokens, and (time, requests, tokens) of the
+        last minute, so a restart or a crash resets no quota and no window."""
+        account, now = self._accounts.setdefault(name, _Account()), self.clock()
+        self._roll_day(account, now)
+        account.day_tokens = max(account.day_tokens, day_tokens)
+        for at, requests, tokens in recent:
+            account.requests.add(at, requests)
+            account.tokens.add(at, tokens)
+
     def day_tokens(self, name: str) -> int:
         """Tokens spent today (UTC), against the daily quota."""
         account = self._accounts.get(name)

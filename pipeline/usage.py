@@ -1,7 +1,7 @@
 """Who used what: per caller, requests, tokens, cache hits, refusals and queue wait, in one-minute
 buckets (for any time window) and as lifetime totals (for Prometheus). Names only, never keys.
-In memory, so a restart starts the figures again, unless the wiring hands in a `MinuteSink` that
-shares the minutes beyond this process."""
+In memory for a week; the wiring hands in the `MinuteSink`s that keep the minutes beyond this
+process (the file on disk, Redis)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,17 @@ class MinuteSink(Protocol):
     def add(self, minute: int, caller: str, entry: UsageTotals) -> None: ...
 
 
+class Fanout:
+    """Several sinks as one (the file on disk and Redis)."""
+
+    def __init__(self, *sinks: MinuteSink) -> None:
+        self.sinks = sinks
+
+    def add(self, minute: int, caller: str, entry: UsageTotals) -> None:
+        for sink in self.sinks:
+            sink.add(minute, caller, entry)
+
+
 class UsageLedger:
     def __init__(self, clock: Callable[[], float] = time.time, retention_s: float = RETENTION_S,
                  shared: MinuteSink | None = None) -> None:
@@ -73,6 +84,11 @@ class UsageLedger:
                     if caller is None or name == caller:
                         out[name].add(totals)
         return dict(sorted(out.items()))
+
+    def rows(self, start: float, end: float) -> list[tuple[int, int, str, UsageTotals]]:
+        """(minute start, 60, caller, figures) of the minutes starting in [start, end), oldest first."""
+        return [(minute * BUCKET_S, BUCKET_S, name, totals) for minute, bucket in sorted(self._buckets.items())
+                if start <= minute * BUCKET_S < end for name, totals in sorted(bucket.items())]
 
     def _bucket(self, minute: int) -> dict[str, UsageTotals]:
         bucket = self._buckets.get(minute)

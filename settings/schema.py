@@ -422,6 +422,16 @@ class ResponsesConfig(Section):
     max_responses: int = Field(100_000, ge=1, description="Past it, the oldest go first.")
 
 
+class UsageConfig(Section):
+    """The usage ledger on disk: per caller and minute (hours past two days), so `/v1/usage` and
+    the daily quotas survive restarts and crashes."""
+
+    path: str = Field("data/usage.sqlite3", description="The SQLite file; empty: usage in memory only (7 days).")
+    retention_days: float = Field(90.0, ge=1.0, le=3650.0, description="How long usage is kept on disk.")
+    flush_interval_s: float = Field(1.0, ge=0.05, le=60.0, description=(
+        "How often recorded usage is written: a crash loses at most this much."))
+
+
 class BatchConfig(Section):
     """OpenAI's Batch API (`/v1/files`, `/v1/batches`): input files and batches per caller in one
     SQLite file; lines run on capacity the interactive classes leave."""
@@ -511,6 +521,7 @@ class Config(Section):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     batches: BatchConfig = Field(default_factory=BatchConfig)
+    usage: UsageConfig = Field(default_factory=UsageConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)

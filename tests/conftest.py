@@ -27,9 +27,10 @@ from wiring import Services, build_services
 _STORES = tempfile.mkdtemp(prefix="stores-")  # not the repo's data/
 _RESPONSES = f"responses.path={_STORES}/responses.sqlite3"
 _BATCHES = f"batches.path={_STORES}/batches.sqlite3"
-FAST_SIM = [_RESPONSES, _BATCHES, "engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
+_USAGE = "usage.path="  # in memory: a test's usage is its own
+FAST_SIM = [_RESPONSES, _BATCHES, _USAGE, "engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
             "engine.sim.natural_stop=false", "logging.file=", "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
-VLLM = [_RESPONSES, _BATCHES, "engine.backend=vllm", "engine.vllm.max_num_seqs=1", "engine.vllm.kv_cache_memory_bytes=268435456",
+VLLM = [_RESPONSES, _BATCHES, _USAGE, "engine.backend=vllm", "engine.vllm.max_num_seqs=1", "engine.vllm.kv_cache_memory_bytes=268435456",
         "scheduler.max_concurrency=8", "logging.file=",
         "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
 
