@@ -67,7 +67,7 @@ def build_services(config: Config) -> Services:
                             usage)
     seal = ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key"))
     stored = config.batches
-    batches = BatchStore(stored.path, stored.max_files, stored.max_batches, stored.retention_s)
+    batches = BatchStore(stored.path, stored.max_files, stored.max_bytes, stored.max_batches, stored.retention_s)
     services = Services(config, engine, scheduler, keyring, pipeline, _responses(config), seal, batches, cache,
                         _gpu_monitor(config, scheduler), shared_counts=counts, shared_usage=minutes,
                         usage_file=usage_file)

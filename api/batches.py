@@ -20,11 +20,12 @@ from api.errors import APIError
 from api.relay import collect
 from batches import shapes
 from batches.runner import Answer, BatchRunner
-from batches.store import BatchStore, new_id
+from batches.store import BatchStore, StorageFull, new_id
 from pipeline.caller import Caller, Keyring
 from pipeline.chat import ChatCall, ChatPipeline, PriorityHints
 from pipeline.events import Refused
 from pipeline.refusal import Refusal
+from protocols.json_bounds import BoundError, JsonBounds
 from protocols.openai_chat.render import CompletionFormat, error_body
 from scheduler.loop import Scheduler
 from scheduler.request import PriorityClass
@@ -61,15 +62,23 @@ def build_runner(config: Config, store: BatchStore, pipeline: ChatPipeline, sche
         fmt = CompletionFormat.start(chat.request_id, pipeline.engine.capabilities.model, params.include_reasoning)
         return Answer(200, fmt.body(last), request_id)
 
+    server = config.server
+    bounds = JsonBounds(server.max_json_depth, server.max_schema_bytes)
+
+    def check_chat(body: dict) -> None:
+        """As `POST /v1/chat/completions` checks its body (run in a thread by the runner)."""
+        try:
+            bounds.check(body)
+            parse_body(body)
+        except BoundError as exc:
+            raise ValueError(f"body.{exc.param}: {exc}" if exc.param else f"body: {exc}") from None
+        except Refusal as exc:
+            message = exc.message[:300]
+            raise ValueError(f"body.{exc.param}: {message}" if exc.param else f"body: {message}") from None
+
     batches = config.batches
-    return BatchRunner(store, run, _check_chat, free_slots, owner, batches.max_lines, batches.max_parallel)
-
-
-def _check_chat(body: dict) -> None:
-    try:
-        parse_body(body)
-    except Refusal as exc:
-        raise ValueError(f"body.{exc.param}: {exc.message}" if exc.param else f"body: {exc.message}") from None
+    return BatchRunner(store, run, check_chat, free_slots, owner, batches.max_lines, server.max_body_bytes,
+                       batches.max_parallel)
 
 
 def _refused(refusal: Refusal, request_id: str) -> Answer:
@@ -84,12 +93,14 @@ def _refused(refusal: Refusal, request_id: str) -> Answer:
 async def create_file(request: Request) -> dict:
     services = services_of(request)
     caller = identify(request)
+    services.pipeline.limiter.admit_request(caller)
     limit = services.config.batches.max_file_bytes
     try:
         async with request.form(max_files=1, max_fields=4, max_part_size=limit) as form:
             purpose, upload = form.get("purpose"), form.get("file")
             if purpose != "batch":
-                raise APIError(400, f"purpose must be batch; got {purpose!r}", param="purpose", code="invalid_value")
+                raise APIError(400, f"purpose must be batch; got {shapes.shown(purpose)}", param="purpose",
+                               code="invalid_value")
             if not isinstance(upload, UploadFile):
                 raise APIError(400, "missing required parameter: 'file'", param="file")
             content = await upload.read(limit + 1)
@@ -99,7 +110,10 @@ async def create_file(request: Request) -> dict:
     if len(content) > limit:
         raise APIError(413, f"the file is larger than the limit of {limit} bytes", param="file",
                        code="file_too_large")
-    return (await services.batches.put_file(caller.name, purpose, filename, content)).shape()
+    try:
+        return (await services.batches.put_file(caller.name, purpose, filename, content)).shape()
+    except StorageFull as exc:
+        raise APIError(400, str(exc), param="file", code="storage_limit_reached") from None
 
 
 @router.get("/v1/files")
@@ -148,6 +162,7 @@ _CREATE_FIELDS = {"input_file_id", "endpoint", "completion_window", "metadata"}
 async def create_batch(request: Request) -> dict:
     services = services_of(request)
     caller = identify(request)
+    services.pipeline.limiter.admit_request(caller)
     data = await read_object(request)
     if unknown := sorted(set(data) - _CREATE_FIELDS):
         raise APIError(400, f"unrecognized request argument supplied: {unknown[0]}", param=unknown[0],
@@ -155,14 +170,17 @@ async def create_batch(request: Request) -> dict:
     file_id, endpoint, window = data.get("input_file_id"), data.get("endpoint"), data.get("completion_window")
     metadata = _metadata(data.get("metadata"))
     if endpoint not in shapes.ENDPOINTS:
-        raise APIError(400, f"endpoint must be one of {', '.join(shapes.ENDPOINTS)}; got {endpoint!r}",
+        raise APIError(400, f"endpoint must be one of {', '.join(shapes.ENDPOINTS)}; got {shapes.shown(endpoint)}",
                        param="endpoint", code="invalid_value")
     if window != "24h":
-        raise APIError(400, f"completion_window must be 24h; got {window!r}", param="completion_window",
+        raise APIError(400, f"completion_window must be 24h; got {shapes.shown(window)}", param="completion_window",
                        code="invalid_value")
     if not isinstance(file_id, str) or await services.batches.file(file_id, caller.name) is None:
-        raise APIError(404, f"no file {file_id!r}", param="input_file_id", code="not_found")
+        raise APIError(404, f"no file {shapes.shown(file_id)}", param="input_file_id", code="not_found")
     config = services.config.batches
+    if await services.batches.unfinished_of(caller.name) >= config.max_unfinished:
+        raise APIError(429, f"{config.max_unfinished} of your batches are not finished yet; wait for one or cancel it",
+                       code="too_many_batches")
     state = shapes.new_batch(new_id("batch"), file_id, endpoint, window, metadata, services.batches.clock(),
                              config.completion_window_s)
     await services.batches.put_batch(caller.name, caller.cache_namespace, state)
@@ -192,12 +210,11 @@ async def get_batch(request: Request, batch_id: str) -> dict:
 async def cancel_batch(request: Request, batch_id: str) -> dict:
     services = services_of(request)
     caller = identify(request)
-    state = await _batch(services.batches, batch_id, caller)
-    if state["status"] in ("validating", "in_progress"):
-        state.update(status="cancelling", cancelling_at=int(services.batches.clock()))
-        await services.batches.update_batch(state)
+    was = (await _batch(services.batches, batch_id, caller))["status"]
+    state = await services.batches.cancel(batch_id, caller.name) or {"status": "gone"}
+    if state["status"] == "cancelling":
         batch_runner_of(request).cancel(batch_id, state)
-    elif state["status"] != "cancelling":
+    if was not in ("validating", "in_progress", "cancelling"):
         raise APIError(409, f"batch {batch_id} is {state['status']}: only a batch in progress can be cancelled",
                        param="batch_id", code="invalid_state")
     return await _current(services.batches, state)
@@ -235,5 +252,5 @@ def _check_page(limit: int, order: str, most: int) -> None:
 
 
 def _not_found(kind: str, item_id: str) -> APIError:
-    return APIError(404, f"no {kind} with id {item_id!r}", param=f"{kind}_id", code="not_found")
+    return APIError(404, f"no {kind} with id {shapes.shown(item_id)}", param=f"{kind}_id", code="not_found")
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from batches import shapes
 from batches.store import DONE, FAILED, BatchStore, Line
@@ -21,7 +23,9 @@ from pipeline.caller import Caller
 log = logging.getLogger("gpt_oss_webui.batches")
 
 _TICK_S = 0.2
-_VALIDATE_CHUNK = 500  # lines checked between two yields to the event loop
+_PURGE_EVERY_S = 600.0
+_MAX_RETRIES = 30  # a line refused this often for capacity or a rate limit fails with its last refusal
+_MAX_STEP_FAILURES = 5  # a batch whose step keeps failing fails, so it cannot hold up the others
 
 
 @dataclass(slots=True, frozen=True)
@@ -43,17 +47,22 @@ class _Batch:
     namespace: str
     state: dict
     running: dict[int, asyncio.Task] = field(default_factory=dict)
-    retry_at: float = 0.0
+    waiting: dict[int, float] = field(default_factory=dict)  # line -> when it may be tried again
+    tries: dict[int, int] = field(default_factory=dict)
+    exhausted: bool = False  # no pending line was found the last time one was looked for
+    failures: int = 0
 
 
 class BatchRunner:
     def __init__(self, store: BatchStore, run: Run, check: shapes.CheckBody, free_slots: FreeSlots, owner: Owner,
-                 max_lines: int, max_parallel: int = 0, clock: Callable[[], float] = time.time) -> None:
+                 max_lines: int, max_line_bytes: int, max_parallel: int = 0, clock: Callable[[], float] = time.time
+                 ) -> None:
         self.store, self.run, self.check, self.free_slots, self.owner = store, run, check, free_slots, owner
-        self.max_lines, self.max_parallel, self.clock = max_lines, max_parallel, clock
+        self.max_lines, self.max_line_bytes, self.max_parallel, self.clock = max_lines, max_line_bytes, max_parallel, clock
         self._batches: dict[str, _Batch] = {}
         self._wake = asyncio.Event()
         self._turn = 0
+        self._purged = clock()
 
     @property
     def lines_running(self) -> int:
@@ -79,6 +88,7 @@ class BatchRunner:
         self._wake.set()
 
     def cancel(self, batch_id: str, state: dict) -> None:
+        """The store has the batch `cancelling` now; its running lines end, no other starts."""
         if (batch := self._batches.get(batch_id)) is not None:
             batch.state = state
         self._wake.set()
@@ -88,10 +98,7 @@ class BatchRunner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), _TICK_S)
             self._wake.clear()
-            try:
-                await self.step()
-            except Exception:
-                log.exception("a batch step failed; trying again")
+            await self.step()
 
     async def stop(self) -> None:
         tasks = [t for b in self._batches.values() for t in b.running.values()]
@@ -101,14 +108,30 @@ class BatchRunner:
 
     async def step(self) -> None:
         for batch_id, batch in list(self._batches.items()):
-            status = batch.state["status"]
-            if status == "validating":
-                await self._validate(batch)
-            elif status in ("cancelling", "in_progress") and not batch.running:
-                await self._maybe_finish(batch)
+            try:
+                await self._advance(batch)
+                batch.failures = 0
+            except Exception:
+                batch.failures += 1
+                log.exception("batch %s: a step failed (%d in a row)", batch_id, batch.failures)
+                if batch.failures >= _MAX_STEP_FAILURES:
+                    await self._give_up(batch)
             if batch.state["status"] not in ("validating", "in_progress", "cancelling", "finalizing"):
                 self._batches.pop(batch_id, None)
-        await self._start_lines()
+        try:
+            await self._start_lines()
+            if self.clock() - self._purged > _PURGE_EVERY_S:
+                self._purged = self.clock()
+                await self.store.purge()
+        except Exception:
+            log.exception("starting batch lines failed; trying again")
+
+    async def _advance(self, batch: _Batch) -> None:
+        status = batch.state["status"]
+        if status == "validating":
+            await self._validate(batch)
+        elif status in ("cancelling", "in_progress", "finalizing") and not batch.running:
+            await self._maybe_finish(batch)
 
     async def _validate(self, batch: _Batch) -> None:
         state = batch.state
@@ -118,17 +141,23 @@ class BatchRunner:
         if content is None:
             errors = [shapes.error("file_not_found", f"input file {state['input_file_id']} is gone", param="input_file_id")]
         else:
-            text = content.decode("utf-8", errors="replace")
-            lines, errors = await _checked(state["id"], text, state["endpoint"], self.check, self.max_lines)
+            lines, errors = await asyncio.to_thread(shapes.checked_file, state["id"], content, state["endpoint"],
+                                                    self.check, self.max_lines, self.max_line_bytes)
         now = int(self.clock())
         if errors:
-            shown = errors[:shapes.MAX_ERRORS]
-            state.update(status="failed", failed_at=now, errors={"object": "list", "data": shown})
+            new = {**state, "status": "failed", "failed_at": now, "errors": {"object": "list", "data": errors}}
             log.info("batch %s failed validation: %d errors", state["id"], len(errors))
         else:
-            state.update(status="in_progress", in_progress_at=now,
-                         request_counts={"total": len(lines), "completed": 0, "failed": 0})
-        await self.store.update_batch(state, lines)
+            new = {**state, "status": "in_progress", "in_progress_at": now,
+                   "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+        await self._change(batch, new, "validating", lines=lines)
+
+    async def _change(self, batch: _Batch, new: dict, was: str, **changes: Any) -> None:
+        """The batch's next state, kept only once stored; where a cancel came first, the store's."""
+        if await self.store.update_batch(new, was, **changes):
+            batch.state = new
+        elif (stored := await self.store.batch(new["id"], None)) is not None:
+            batch.state = stored
 
     async def _maybe_finish(self, batch: _Batch) -> None:
         state, now = batch.state, self.clock()
@@ -136,17 +165,17 @@ class BatchRunner:
             await self.store.fail_pending(state["id"], lambda cid: shapes.unanswered_line(
                 cid, "batch_cancelled", "the batch was cancelled before this request ran"))
             await self._finalize(batch, "cancelled", "cancelled_at")
+        elif state["status"] == "finalizing" or (batch.exhausted and not batch.waiting and not (
+                await self.store.counts(state["id"])).get("pending")):
+            await self._finalize(batch, "completed", "completed_at")
         elif now >= state["expires_at"]:
             await self.store.fail_pending(state["id"], lambda cid: shapes.unanswered_line(
                 cid, "batch_expired", "the batch's completion window ended before this request ran"))
             await self._finalize(batch, "expired", "expired_at")
-        elif not (await self.store.counts(state["id"])).get("pending"):
-            await self._finalize(batch, "completed", "completed_at")
 
     async def _finalize(self, batch: _Batch, status: str, stamp: str) -> None:
         """The output and error files and the batch's end, in one transaction."""
-        state = batch.state
-        state.update(status="finalizing", finalizing_at=int(self.clock()))
+        state = {**batch.state, "finalizing_at": batch.state.get("finalizing_at") or int(self.clock())}
         outputs: list[tuple[str, bytes]] = []
         for state_of_line, key in ((DONE, "output_file_id"), (FAILED, "error_file_id")):
             rows = await self.store.results(state["id"], state_of_line)
@@ -156,25 +185,29 @@ class BatchRunner:
                 state[key] = file_id
         state = shapes.with_counts(state, await self.store.counts(state["id"]))
         state.update(status=status, **{stamp: int(self.clock())})
-        batch.state = state
-        await self.store.update_batch(state, outputs=outputs, caller=batch.owner)
-        log.info("batch %s %s: %s", state["id"], status, state["request_counts"])
+        await self._change(batch, state, batch.state["status"], outputs=outputs, caller=batch.owner)
+        log.info("batch %s %s: %s", state["id"], batch.state["status"], batch.state["request_counts"])
+
+    async def _give_up(self, batch: _Batch) -> None:
+        new = {**batch.state, "status": "failed", "failed_at": int(self.clock()), "errors": {"object": "list", "data": [
+            shapes.error("server_error", "the server could not run this batch")]}}
+        with contextlib.suppress(Exception):
+            await self._change(batch, new, batch.state["status"])
+        batch.state = new
 
     async def _start_lines(self) -> None:
         free = self.free_slots()
         if self.max_parallel:
             free = min(free, self.max_parallel - self.lines_running)
         now = self.clock()
-        ready = [b for b in self._batches.values() if b.state["status"] == "in_progress" and b.retry_at <= now]
+        ready = [b for b in self._batches.values() if b.state["status"] == "in_progress" and now < b.state["expires_at"]]
         if free <= 0 or not ready:
             return
         owners = sorted({b.owner for b in ready})
         self._turn = (self._turn + 1) % len(owners)
         for owner in owners[self._turn:] + owners[:self._turn]:  # one owner after another, a line each
             for batch in (b for b in ready if b.owner == owner):
-                lines = await self.store.pending(batch.state["id"], set(batch.running), 1)
-                if lines:
-                    self._start(batch, lines[0])
+                if await self._start_one(batch, now):
                     free -= 1
                     break
             if free <= 0:
@@ -182,42 +215,44 @@ class BatchRunner:
         if free > 0 and any(b.running for b in ready):
             self._wake.set()  # more room: another round at once
 
-    def _start(self, batch: _Batch, line: Line) -> None:
+    async def _start_one(self, batch: _Batch, now: float) -> bool:
+        skip = set(batch.running) | {line for line, at in batch.waiting.items() if at > now}
+        lines = await self.store.pending(batch.state["id"], skip, 1)
+        batch.exhausted = not lines and not batch.running
+        if not lines:
+            return False
+        line = lines[0]
+        batch.waiting.pop(line.line, None)
         batch.running[line.line] = asyncio.create_task(self._answer(batch, line), name=f"batch-line-{line.line}")
+        return True
 
     async def _answer(self, batch: _Batch, line: Line) -> None:
         try:
-            caller = self.owner(batch.owner, batch.namespace)
-            if caller is None:
-                answer = Answer(401, {"error": {"message": "the key that created this batch is no longer configured",
-                                                "type": "invalid_request_error", "code": "invalid_api_key"}}, "")
-            else:
-                answer = await self.run(caller, batch.state["endpoint"], line.body)
-            if answer.retry_after_s is not None:
-                batch.retry_at = self.clock() + max(1.0, answer.retry_after_s)
+            answer = await self._answer_of(batch, line)
+            tries = batch.tries[line.line] = batch.tries.get(line.line, 0) + 1
+            if answer.retry_after_s is not None and tries < _MAX_RETRIES:
+                batch.waiting[line.line] = self.clock() + max(1.0, answer.retry_after_s)
                 return
             state = DONE if 200 <= answer.status < 300 else FAILED
             await self.store.finish_line(line.batch_id, line.line, state,
                                          shapes.output_line(line.custom_id, answer.request_id, answer.status, answer.body))
+            batch.tries.pop(line.line, None)
         finally:
             batch.running.pop(line.line, None)
             self._wake.set()
 
+    async def _answer_of(self, batch: _Batch, line: Line) -> Answer:
+        caller = self.owner(batch.owner, batch.namespace)
+        if caller is None:
+            return Answer(401, _error("the key that created this batch is no longer configured", "invalid_api_key"), "")
+        try:
+            return await self.run(caller, batch.state["endpoint"], json.loads(line.body))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("batch %s line %d failed", batch.state["id"], line.line)
+            return Answer(500, _error("the server failed this request", "server_error"), "")
 
-async def _checked(batch_id: str, text: str, endpoint: str, check: shapes.CheckBody, max_lines: int
-                   ) -> tuple[list[Line], list[dict]]:
-    """Every line checked, in chunks with a yield between them: 50,000 lines must not hold the event loop."""
-    rows, whole = shapes.rows_of(text, max_lines)
-    if whole is not None:
-        return [], [whole]
-    lines: list[Line] = []
-    errors: list[dict] = []
-    seen: set[str] = set()
-    for start in range(0, len(rows), _VALIDATE_CHUNK):
-        for number, row in rows[start:start + _VALIDATE_CHUNK]:
-            try:
-                lines.append(shapes.checked_line(batch_id, number, row, endpoint, check, seen))
-            except ValueError as exc:
-                errors.append(shapes.error("invalid_request", str(exc), number))
-        await asyncio.sleep(0)
-    return lines, errors
+
+def _error(message: str, code: str) -> dict:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}

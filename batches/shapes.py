@@ -29,9 +29,10 @@ def error(code: str, message: str, line: int | None = None, param: str | None = 
     return {"code": code, "message": message, "param": param, "line": line}
 
 
-def rows_of(text: str, max_lines: int) -> tuple[list[tuple[int, str]], dict | None]:
-    """The non-blank rows with their 1-based line numbers, or the error that fails the whole file."""
-    rows = [row for row in enumerate(text.splitlines(), 1) if row[1].strip()]
+def rows_of(content: bytes, max_lines: int) -> tuple[list[tuple[int, bytes]], dict | None]:
+    """The non-blank rows with their 1-based line numbers (split at "\n" only: U+2028 and its
+    kind are legal inside a JSON string), or the error that fails the whole file."""
+    rows = [(n, row.rstrip(b"\r")) for n, row in enumerate(content.split(b"\n"), 1) if row.strip()]
     if not rows:
         return [], error("empty_file", "the input file has no requests")
     if len(rows) > max_lines:
@@ -40,34 +41,68 @@ def rows_of(text: str, max_lines: int) -> tuple[list[tuple[int, str]], dict | No
     return rows, None
 
 
-def checked_line(batch_id: str, number: int, row: str, endpoint: str, check: CheckBody, seen: set[str]) -> Line:
+def shown(value: object, most: int = 80) -> str:
+    """A client's value in a message, cut short: an error never echoes megabytes back."""
+    text = repr(value)
+    return text if len(text) <= most else text[:most] + f"... ({len(text)} characters)"
+
+
+def checked_line(batch_id: str, number: int, row: bytes, endpoint: str, check: CheckBody, seen: set[str],
+                 max_bytes: int) -> Line:
     """One request of the input file, checked as its endpoint would check it; ValueError names the problem."""
+    if len(row) > max_bytes:
+        raise ValueError(f"the request is {len(row)} bytes; at most {max_bytes} fit in one")
     try:
-        item = json.loads(row)
-    except json.JSONDecodeError:
+        item = json.loads(row.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not valid UTF-8") from None
+    except (ValueError, RecursionError):
         raise ValueError("not valid JSON") from None
     if not isinstance(item, dict):
         raise ValueError("a request must be a JSON object with custom_id, method, url and body")
     extra = sorted(set(item) - {"custom_id", "method", "url", "body"})
     if extra:
-        raise ValueError(f"unknown field {extra[0]!r}; a request has custom_id, method, url and body")
+        raise ValueError(f"unknown field {shown(extra[0])}; a request has custom_id, method, url and body")
     custom_id = item.get("custom_id")
     if not isinstance(custom_id, str) or not 1 <= len(custom_id) <= 512:
         raise ValueError("custom_id must be a string of 1 to 512 characters")
     if custom_id in seen:
-        raise ValueError(f"custom_id {custom_id!r} is used twice; each request needs its own")
+        raise ValueError(f"custom_id {shown(custom_id)} is used twice; each request needs its own")
     seen.add(custom_id)
     if item.get("method") != "POST":
-        raise ValueError(f"method must be POST; got {item.get('method')!r}")
+        raise ValueError(f"method must be POST; got {shown(item.get('method'))}")
     if item.get("url") != endpoint:
-        raise ValueError(f"url must be the batch's endpoint {endpoint}; got {item.get('url')!r}")
+        raise ValueError(f"url must be the batch's endpoint {endpoint}; got {shown(item.get('url'))}")
     body = item.get("body")
     if not isinstance(body, dict):
         raise ValueError("body must be a JSON object")
     if body.get("stream"):
         raise ValueError("body.stream: a batch request cannot stream")
     check(body)
-    return Line(batch_id, number, custom_id, body)
+    return Line(batch_id, number, custom_id, json.dumps(body, ensure_ascii=False))
+
+
+def checked_file(batch_id: str, content: bytes, endpoint: str, check: CheckBody, max_lines: int, max_bytes: int
+                 ) -> tuple[list[Line], list[dict]]:
+    """Every line checked (in a thread: a large file takes seconds); any failure of a check is the
+    line's error, never the batch runner's."""
+    rows, whole = rows_of(content, max_lines)
+    if whole is not None:
+        return [], [whole]
+    lines: list[Line] = []
+    errors: list[dict] = []
+    seen: set[str] = set()
+    for number, row in rows:
+        try:
+            lines.append(checked_line(batch_id, number, row, endpoint, check, seen, max_bytes))
+        except ValueError as exc:
+            errors.append(error("invalid_request", str(exc)[:300], number))
+        except Exception:  # a check that failed on its own (nesting past a library's recursion): the line's fault
+            errors.append(error("invalid_request", "the request could not be checked (nested too deeply?)", number))
+        if len(errors) >= MAX_ERRORS:
+            errors.append(error("too_many_errors", f"checking stopped after {MAX_ERRORS} bad requests", number))
+            break
+    return lines, errors
 
 
 def output_line(custom_id: str, request_id: str, status: int, body: dict) -> dict:

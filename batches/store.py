@@ -2,8 +2,9 @@
 and the file it reads are changed in one transaction. A line's result is committed when it
 finishes: after a `kill -9` the lines answered stay answered and the rest run again, none twice in
 the output. Every read is by (id, caller): another caller's file or batch does not exist for it.
-Bounded by count and age; the oldest finished go first, and a file an unfinished batch reads
-stays."""
+Bounded per caller, so no caller's uploads push out another's: files by count and bytes
+(refused past them), batches by count (the caller's own oldest finished go, their files with
+them); and by age, where no file an unfinished batch reads goes."""
 
 from __future__ import annotations
 
@@ -60,13 +61,18 @@ class Line:
     batch_id: str
     line: int
     custom_id: str
-    body: dict
+    body: str  # JSON, as stored
+
+
+class StorageFull(Exception):
+    """The caller's files are at their bound; it must delete some first."""
 
 
 class BatchStore:
-    def __init__(self, path: str, max_files: int, max_batches: int, retention_s: float,
+    def __init__(self, path: str, max_files: int, max_bytes: int, max_batches: int, retention_s: float,
                  clock: Callable[[], float] = time.time) -> None:
-        self.max_files, self.max_batches, self.retention_s, self.clock = max_files, max_batches, retention_s, clock
+        self.max_files, self.max_bytes, self.max_batches = max_files, max_bytes, max_batches
+        self.retention_s, self.clock = retention_s, clock
         self._file = SqliteFile(Path(path), "the batch store", log, clock)
 
     async def open(self) -> None:
@@ -83,11 +89,17 @@ class BatchStore:
     # files
 
     async def put_file(self, caller: str, purpose: str, filename: str, content: bytes) -> StoredFile:
+        """Raises StorageFull where the caller's files would pass their count or bytes."""
         stored = StoredFile(new_id("file"), caller, purpose, filename, len(content), self.clock())
         async with self._file.transaction() as db:
+            async with db.execute("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM files WHERE caller = ?",
+                                  (caller,)) as cur:
+                count, used = await cur.fetchone() or (0, 0)
+            if count + 1 > self.max_files or used + len(content) > self.max_bytes:
+                raise StorageFull(f"your files would pass the bound of {self.max_files} files or {self.max_bytes} "
+                                  f"bytes (now {count} files, {used} bytes); delete some first")
             await db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", (
                 stored.id, caller, purpose, filename, len(content), stored.created, content))
-        await self._bound_files()
         return stored
 
     async def file(self, file_id: str, caller: str) -> StoredFile | None:
@@ -125,20 +137,41 @@ class BatchStore:
         async with self._file.transaction() as db:
             await db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?)", (
                 batch["id"], caller, namespace, self.clock(), batch["status"], json.dumps(batch)))
-        await self._bound_batches()
+        await self._bound_batches(caller)
 
-    async def update_batch(self, batch: dict, lines: Iterable[Line] = (), outputs: Iterable[tuple[str, bytes]] = (),
-                           caller: str | None = None) -> None:
-        """A batch's new state, with the lines it starts (validated) or the files it ends with
-        (output, errors), in one transaction."""
+    async def unfinished_of(self, caller: str) -> int:
+        marks = ", ".join("?" * len(UNFINISHED))
+        async with self._file.connected().execute(
+                f"SELECT COUNT(*) FROM batches WHERE caller = ? AND status IN ({marks})", (caller, *UNFINISHED)) as cur:
+            row = await cur.fetchone()
+        return row[0] if row is not None else 0
+
+    async def cancel(self, batch_id: str, caller: str) -> dict | None:
+        """`cancelling`, if it is still validating or in progress (one statement: a batch that
+        finished meanwhile stays finished); the batch as it is now either way, None if not the caller's."""
+        now = int(self.clock())
         async with self._file.transaction() as db:
-            await db.execute("UPDATE batches SET status = ?, batch = ? WHERE id = ?",
-                             (batch["status"], json.dumps(batch), batch["id"]))
+            await db.execute("UPDATE batches SET status = 'cancelling', batch = json_set(batch, '$.status', "
+                             "'cancelling', '$.cancelling_at', ?) WHERE id = ? AND caller = ? AND status IN "
+                             "('validating', 'in_progress')", (now, batch_id, caller))
+        return await self.batch(batch_id, caller)
+
+    async def update_batch(self, batch: dict, was: str, lines: Iterable[Line] = (),
+                           outputs: Iterable[tuple[str, bytes]] = (), caller: str | None = None) -> bool:
+        """A batch's new state, with the lines it starts (validated) or the files it ends with
+        (output, errors), in one transaction; only if its status is still `was` (a cancel may
+        have come between), else nothing changes and False."""
+        async with self._file.transaction() as db:
+            cur = await db.execute("UPDATE batches SET status = ?, batch = ? WHERE id = ? AND status = ?",
+                                   (batch["status"], json.dumps(batch), batch["id"], was))
+            if cur.rowcount == 0:
+                return False
             await db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?, ?, ?, ?, NULL)", [
-                (line.batch_id, line.line, line.custom_id, json.dumps(line.body), PENDING) for line in lines])
+                (line.batch_id, line.line, line.custom_id, line.body, PENDING) for line in lines])
             for file_id, content in outputs:
-                await db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", (
+                await db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", (
                     file_id, caller, "batch_output", f"{file_id}.jsonl", len(content), self.clock(), content))
+        return True
 
     async def batch(self, batch_id: str, caller: str | None) -> dict | None:
         """One batch (any caller's when `caller` is None: the runner's own reads)."""
@@ -171,7 +204,7 @@ class BatchStore:
                 "SELECT line, custom_id, body FROM lines WHERE batch_id = ? AND state = ? ORDER BY line LIMIT ?",
                 (batch_id, PENDING, limit + len(skip))) as cur:
             rows = [row async for row in cur if row[0] not in skip]
-        return [Line(batch_id, row[0], row[1], json.loads(row[2])) for row in rows[:limit]]
+        return [Line(batch_id, row[0], row[1], row[2]) for row in rows[:limit]]
 
     async def finish_line(self, batch_id: str, line: int, state: str, result: dict) -> None:
         async with self._file.transaction() as db:
@@ -209,19 +242,22 @@ class BatchStore:
             await db.execute(f"DELETE FROM batches WHERE created < ? AND status NOT IN ({marks})", (cutoff, *UNFINISHED))
             await db.execute(f"DELETE FROM files WHERE created < ? AND id NOT IN ({_IN_USE})", (cutoff, *UNFINISHED))
 
-    async def _bound_files(self) -> None:
-        async with self._file.transaction() as db:
-            await db.execute(f"DELETE FROM files WHERE id IN (SELECT id FROM files WHERE id NOT IN ({_IN_USE}) "
-                             f"ORDER BY created LIMIT max(0, (SELECT COUNT(*) FROM files) - ?))",
-                             (*UNFINISHED, self.max_files))
-
-    async def _bound_batches(self) -> None:
+    async def _bound_batches(self, caller: str) -> None:
+        """The caller's oldest finished batches past its bound go, with their lines and result files."""
         marks = ", ".join("?" * len(UNFINISHED))
-        oldest = (f"SELECT id FROM batches WHERE status NOT IN ({marks}) ORDER BY created "
-                  f"LIMIT max(0, (SELECT COUNT(*) FROM batches) - ?)")
+        oldest = (f"SELECT id FROM batches WHERE caller = ? AND status NOT IN ({marks}) ORDER BY created "
+                  f"LIMIT max(0, (SELECT COUNT(*) FROM batches WHERE caller = ?) - ?)")
+        args = (caller, *UNFINISHED, caller, self.max_batches)
         async with self._file.transaction() as db:
-            await db.execute(f"DELETE FROM lines WHERE batch_id IN ({oldest})", (*UNFINISHED, self.max_batches))
-            await db.execute(f"DELETE FROM batches WHERE id IN ({oldest})", (*UNFINISHED, self.max_batches))
+            async with db.execute(oldest, args) as cur:
+                gone = [row[0] for row in await cur.fetchall()]
+            for batch_id in gone:
+                async with db.execute("SELECT json_extract(batch, '$.output_file_id'), json_extract(batch, "
+                                      "'$.error_file_id') FROM batches WHERE id = ?", (batch_id,)) as cur:
+                    files = [f for row in await cur.fetchall() for f in row if f]
+                await db.executemany("DELETE FROM files WHERE id = ? AND caller = ?", [(f, caller) for f in files])
+                await db.execute("DELETE FROM lines WHERE batch_id = ?", (batch_id,))
+                await db.execute("DELETE FROM batches WHERE id = ?", (batch_id,))
 
 
 _IN_USE = ("SELECT json_extract(batch, '$.input_file_id') FROM batches WHERE status IN "

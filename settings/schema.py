@@ -439,8 +439,11 @@ class BatchConfig(Section):
     path: str = Field("data/batches.sqlite3", description="The SQLite file of files, batches and each line's result.")
     max_file_bytes: int = Field(104_857_600, ge=1024, description="Largest uploaded file: 100 MiB.")
     max_lines: int = Field(50_000, ge=1, description="Most requests in one batch input file, as OpenAI allows.")
-    max_files: int = Field(10_000, ge=1, description="Files kept in all; past it, the oldest not used by an unfinished batch go.")
-    max_batches: int = Field(10_000, ge=1, description="Batches kept in all; past it, the oldest finished go.")
+    max_files: int = Field(1_000, ge=1, description=(
+        "Files kept per caller (uploads and results); past it an upload is refused until some are deleted."))
+    max_bytes: int = Field(2_147_483_648, ge=1024, description="Bytes of files kept per caller: 2 GiB, likewise.")
+    max_batches: int = Field(1_000, ge=1, description="Batches kept per caller; past it, its oldest finished go.")
+    max_unfinished: int = Field(10, ge=1, description="Batches per caller not yet ended; more are refused (429).")
     retention_s: float = Field(2_592_000.0, ge=60.0, description="How long files and finished batches are kept: 30 days.")
     completion_window_s: float = Field(86_400.0, ge=1.0, description=(
         "`completion_window: 24h`: a batch unfinished after this is `expired`, its unanswered lines reported."))

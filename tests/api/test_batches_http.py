@@ -203,3 +203,67 @@ def test_kill_9_mid_batch_resumes_without_a_line_lost_or_twice(tmp_path) -> None
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_a_line_no_check_can_handle_fails_its_own_batch_and_no_other(tmp_path) -> None:
+    with live_server(KEYS, f"batches.path={tmp_path / 'b.sqlite3'}") as live:
+        alice, bob = live.client(api_key="sk-alice-0001"), live.client(api_key="sk-bob-00001")
+        nested: dict = {"type": "object"}
+        for _ in range(100):
+            nested = {"type": "object", "properties": {"x": nested}}
+        tool = {"type": "function", "function": {"name": "f", "parameters": nested}}
+        text = "[" * 200_000 + "\n" + json.dumps(line(2, tools=[tool])) + "\n"
+        bad = alice.files.create(file=("in.jsonl", io.BytesIO(text.encode())), purpose="batch")
+        poisoned = alice.batches.create(input_file_id=bad.id, endpoint="/v1/chat/completions", completion_window="24h")
+        good = bob.files.create(file=("in.jsonl", jsonl([line(1)])), purpose="batch")
+        fine = bob.batches.create(input_file_id=good.id, endpoint="/v1/chat/completions", completion_window="24h")
+        assert wait_done(bob, fine.id).status == "completed"
+        failed = wait_done(alice, poisoned.id)
+        assert failed.status == "failed" and [e.line for e in failed.errors.data] == [1, 2]
+
+
+def test_echoed_values_are_cut_short_and_json_may_hold_line_separators(tmp_path) -> None:
+    with live_server(f"batches.path={tmp_path / 'b.sqlite3'}") as live:
+        client = live.client()
+        rows = [{**line(1), "method": "M" * 200_000}]
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        uploaded = client.files.create(file=("in.jsonl", io.BytesIO(text.encode())), purpose="batch")
+        done = wait_done(client, client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                                       completion_window="24h").id)
+        assert done.status == "failed" and len(done.errors.data[0].message) < 400
+        separators = json.dumps(line(1, messages=[{"role": "user", "content": "a\u2028b\u2029c\x85d"}]),
+                                ensure_ascii=False) + "\n"
+        uploaded = client.files.create(file=("in.jsonl", io.BytesIO(separators.encode())), purpose="batch")
+        done = wait_done(client, client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                                       completion_window="24h").id)
+        assert done.status == "completed" and done.request_counts.total == 1
+
+
+def test_one_callers_files_never_push_out_anothers(tmp_path) -> None:
+    with live_server(KEYS, f"batches.path={tmp_path / 'b.sqlite3'}", "batches.max_files=3",
+                     "batches.max_batches=1") as live:
+        alice, bob = live.client(api_key="sk-alice-0001"), live.client(api_key="sk-bob-00001")
+        kept = alice.files.create(file=("in.jsonl", jsonl([line(1)])), purpose="batch")
+        done = wait_done(alice, alice.batches.create(input_file_id=kept.id, endpoint="/v1/chat/completions",
+                                                     completion_window="24h").id)
+        for _ in range(3):
+            bob.files.create(file=("in.jsonl", jsonl([line(1)])), purpose="batch")
+        with pytest.raises(openai.BadRequestError, match="delete some"):
+            bob.files.create(file=("in.jsonl", jsonl([line(1)])), purpose="batch")
+        assert alice.files.retrieve(kept.id).id == kept.id and alice.files.content(done.output_file_id).text
+        assert alice.batches.retrieve(done.id).status == "completed"
+
+
+def test_a_line_held_back_by_a_rate_limit_lets_the_others_run(tmp_path) -> None:
+    keys = "server.keys=[{name: alice, key: sk-alice-0001, tpm: 200}]"
+    with live_server(keys, f"batches.path={tmp_path / 'b.sqlite3'}") as live:
+        client = live.client(api_key="sk-alice-0001")
+        long = " ".join(["word"] * 400)
+        rows = [line(0, messages=[{"role": "user", "content": long}])] + [line(i, max_tokens=2) for i in range(1, 6)]
+        uploaded = client.files.create(file=("in.jsonl", jsonl(rows)), purpose="batch")
+        batch = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        deadline = time.monotonic() + 15
+        while (seen := client.batches.retrieve(batch.id)).request_counts.completed < 5:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.1)
+        assert seen.status == "in_progress"  # line 0 waits for its window; the rest ran

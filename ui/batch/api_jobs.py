@@ -9,7 +9,7 @@ from pathlib import Path
 
 from batches import shapes
 from batches.runner import BatchRunner
-from batches.store import BatchStore, new_id
+from batches.store import BatchStore, StorageFull, new_id
 from pipeline.caller import Caller
 from settings.schema import Config
 
@@ -19,6 +19,9 @@ JOBS_SHOWN = 20
 
 async def submit(store: BatchStore, runner: BatchRunner, config: Config, caller: Caller, model: str,
                  prompts: list[str], temperature: float) -> dict:
+    """The new batch; StorageFull where the caller has too many files or unfinished batches."""
+    if await store.unfinished_of(caller.name) >= config.batches.max_unfinished:
+        raise StorageFull(f"{config.batches.max_unfinished} of your batches are not finished yet")
     lines = [{"custom_id": f"prompt-{i + 1}", "method": "POST", "url": ENDPOINT,
               "body": {"model": model, "messages": [{"role": "user", "content": p}], "temperature": temperature}}
              for i, p in enumerate(prompts)]
@@ -50,15 +53,12 @@ def bar(done: int, total: int, width: int = 20) -> str:
 
 
 async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_id: str) -> str:
-    state = await store.batch(batch_id.strip(), caller.name)
+    state = await store.cancel(batch_id.strip(), caller.name)
     if state is None:
         return "no such batch"
-    if state["status"] not in ("validating", "in_progress"):
-        return f"the batch is {state['status']}"
-    state.update(status="cancelling", cancelling_at=int(store.clock()))
-    await store.update_batch(state)
-    runner.cancel(state["id"], state)
-    return "cancelling"
+    if state["status"] == "cancelling":
+        runner.cancel(state["id"], state)
+    return state["status"]
 
 
 async def download(store: BatchStore, caller: Caller, batch_id: str, which: str, folder: Path) -> Path | None:

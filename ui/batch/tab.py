@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from batches.store import StorageFull
 from ui.account.uploads import UploadRefused, uploaded_file
 from ui.batch import api_jobs
 from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
@@ -93,8 +94,11 @@ def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) ->
         except (BatchInputError, UploadRefused) as exc:
             return f"⚠️ {exc}", gr.update(), gr.update()
         store, runner = store_and_runner()
-        state = await api_jobs.submit(store, runner, services.config, caller, services.engine.capabilities.model,
-                                      items, 0.7)
+        try:
+            state = await api_jobs.submit(store, runner, services.config, caller,
+                                          services.engine.capabilities.model, items, 0.7)
+        except StorageFull as exc:
+            return f"⚠️ {exc}", gr.update(), gr.update()
         shown = message(code_of(language), "job_submitted", id=state["id"], n=len(items))
         return shown, state["id"], await api_jobs.rows(store, caller)
 
