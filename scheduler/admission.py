@@ -63,10 +63,9 @@ class AdmissionController:
         return self.high_busy > 0 and self.high_busy >= self.max_concurrency * (1 - self.high_reserve)
 
     def _engine_reserve(self) -> int:
-        """Engine slots lower requests never fill, so a high can always start (at least one when any)."""
-        if self.high_reserve <= 0 or self.upper <= 1:
-            return 0
-        return max(1, int(self.upper * self.high_reserve))
+        """Engine slots lower requests never fill, so a high can always start: the same share,
+        rounded down (one of llama.cpp's 16; none of a `max_concurrency` of 2)."""
+        return int(self.upper * self.high_reserve)
 
     def _has_slot(self, priority: PriorityClass, high_waiting: bool) -> bool:
         if priority is PriorityClass.HIGH:
