@@ -18,6 +18,7 @@ from monitor.gpu import GpuMonitor, MemoryGuard, NvmlReader
 from pipeline.cache_path import CachePath
 from pipeline.caller import Keyring
 from pipeline.chat import ChatPipeline
+from pipeline.key_store import KeyStore
 from pipeline.rate_limit import RateLimiter
 from pipeline.shared_counts import SharedCounts
 from pipeline.shared_usage import SharedUsage
@@ -46,6 +47,7 @@ class Services:
     shared_counts: SharedCounts | None = None  # the limiter's counts on Redis, synced in the background
     shared_usage: SharedUsage | None = None  # the usage ledger's minutes on Redis, likewise
     usage_file: UsageFile | None = None  # the usage ledger's minutes on disk
+    key_store: KeyStore | None = None  # keys made at run time, and the audit log, in the same file
     batch_runner: BatchRunner | None = None  # built with the API (its lines are answered as the API would)
 
 
@@ -70,7 +72,7 @@ def build_services(config: Config) -> Services:
     batches = BatchStore(stored.path, stored.max_files, stored.max_bytes, stored.max_batches, stored.retention_s)
     services = Services(config, engine, scheduler, keyring, pipeline, _responses(config), seal, batches, cache,
                         _gpu_monitor(config, scheduler), shared_counts=counts, shared_usage=minutes,
-                        usage_file=usage_file)
+                        usage_file=usage_file, key_store=KeyStore(on_disk.path) if on_disk.path else None)
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
                                         time.monotonic)

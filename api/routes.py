@@ -23,10 +23,10 @@ from pipeline import usage_buckets as buckets
 from pipeline.accounts import accounts
 from pipeline.caller import ANONYMOUS, Caller
 from pipeline.usage import RETENTION_S
+from pipeline.usage_file import usage_rows
 from scheduler.request import RequestKey
 from scheduler.snapshot import snapshot
 from scheduler.status import overall_status, request_status
-from wiring import Services
 
 router = APIRouter()
 router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
@@ -153,18 +153,10 @@ async def usage_completions(request: Request, start_time: int, end_time: int | N
     end = int(time.time()) + 1 if end_time is None else end_time
     if not 0 <= start < end:
         raise APIError(400, "start_time must be before end_time (unix seconds)", param="start_time", code="invalid_value")
-    rows = await _usage_rows(services, start, end)
+    rows = await usage_rows(services.pipeline.usage, services.usage_file, start, end)
     found = buckets.page(rows, start, end, bucket_width, shown, groups, services.engine.capabilities.model)
     return {"object": "page", "data": found.buckets, "has_more": found.next_start is not None,
             "next_page": str(found.next_start) if found.next_start is not None else None}
-
-
-async def _usage_rows(services: Services, start: int, end: int) -> list[buckets.Row]:
-    """The last week from the ledger in memory (up to the second), older from the file."""
-    ledger, on_disk = services.pipeline.usage, services.usage_file
-    horizon = int(time.time() - ledger.retention_s) // 60 * 60
-    older = await on_disk.rows(start, min(end, horizon)) if on_disk is not None and start < horizon else []
-    return older + ledger.rows(max(start, horizon), end)
 
 
 def _require_admin(caller: Caller, what: str) -> None:

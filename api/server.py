@@ -12,6 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from api.access import router as access_router
+from api.admin_keys import router as admin_keys_router
 from api.batches import build_runner
 from api.batches import router as batches_router
 from api.errors import install_error_handlers
@@ -61,6 +62,10 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
         if services.usage_file is not None:
             await services.usage_file.open()
             await restore(services.usage_file, services.pipeline.usage, services.pipeline.limiter)
+        if services.key_store is not None:
+            await services.key_store.open()
+            for made, _created in await services.key_store.keys():
+                services.keyring.add(made)
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start"),
@@ -92,6 +97,8 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             await services.batches.close()
             if services.usage_file is not None:
                 await services.usage_file.close()
+            if services.key_store is not None:
+                await services.key_store.close()
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
@@ -111,8 +118,10 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.include_router(responses_router)
     app.include_router(messages_router)
     app.include_router(batches_router)
+    app.include_router(admin_keys_router)
     app.include_router(router)
-    app.include_router(unrouted([access_router, responses_router, messages_router, batches_router, router]))  # last: every other /v1 path
+    app.include_router(unrouted([access_router, responses_router, messages_router, batches_router, admin_keys_router,
+                                 router]))  # last: every other /v1 path
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way
     return app
 

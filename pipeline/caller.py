@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from cache.keys import namespace_for
 from pipeline.refusal import Refusal
 from scheduler.request import PriorityClass
-from settings.schema import Config, Limits
+from settings.schema import Config, KeyConfig, Limits
 
 ANONYMOUS = "anonymous"
 
@@ -41,11 +41,34 @@ class Keyring:
             self._keys[digest(key)] = Caller(key_name(key), high, admin=key in server.admin_keys,
                                              limits=server.default_limits)
         for named in server.keys:
-            cls = PriorityClass(named.priority_class)
-            self._keys[(named.key_sha256 or digest(named.key or "")).lower()] = Caller(
-                named.name, cls, cls, named.admin, named.metrics, limits=named.over(server.default_limits))
+            self._put(named)
+        self.configured = {c.name for c in self._keys.values()}  # read-only: made at run time they are not
         self._any_admin = any(k.admin for k in self._keys.values())
         self._required = bool(server.api_keys or server.keys)
+
+    def _put(self, named: KeyConfig) -> None:
+        cls = PriorityClass(named.priority_class)
+        self._keys[(named.key_sha256 or digest(named.key or "")).lower()] = Caller(
+            named.name, cls, cls, named.admin, named.metrics, limits=named.over(self.config.server.default_limits))
+
+    def add(self, named: KeyConfig) -> None:
+        """A key made (or changed, or rotated) at run time: any earlier key of that name stops at once."""
+        self.remove(named.name)
+        self._put(named)
+
+    def remove(self, name: str) -> bool:
+        """A run-time key revoked at once; the configured ones stay."""
+        gone = [d for d, c in self._keys.items() if c.name == name and name not in self.configured]
+        for d in gone:
+            del self._keys[d]
+        return bool(gone)
+
+    def is_known_name(self, name: str) -> bool:
+        return any(c.name == name for c in self._keys.values())
+
+    def named(self) -> list[Caller]:
+        """Every named caller, configured and made at run time."""
+        return sorted({c.name: c for c in self._keys.values()}.values(), key=lambda c: c.name)
 
     @property
     def keys_required(self) -> bool:

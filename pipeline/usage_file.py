@@ -125,6 +125,14 @@ class UsageFile:
             ledger.replace_minute(minute, callers)
 
 
+async def usage_rows(ledger: UsageLedger, file: UsageFile | None, start: float, end: float) -> list[Row]:
+    """Rows over [start, end): the last week from the ledger in memory (up to the second), older
+    ones from the file."""
+    horizon = int(ledger.clock() - ledger.retention_s) // BUCKET_S * BUCKET_S
+    older = await file.rows(start, min(end, horizon)) if file is not None and start < horizon else []
+    return older + ledger.rows(max(start, horizon), end)
+
+
 async def restore(file: UsageFile, ledger: UsageLedger, limiter: RateLimiter) -> None:
     """After a start: the ledger's week of minutes, each caller's tokens today against its daily
     quota, and its last two minutes against `rpm` / `tpm` (placed as late as they could have been,

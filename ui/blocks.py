@@ -10,6 +10,7 @@ import gradio as gr
 from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
 from ui.account.session import Sessions
+from ui.admin.tab import build_admin_tab
 from ui.batch.tab import build_batch_tab
 from ui.chat.tab import build_chat, wire_chat
 from ui.history.sidebar import build_sidebar, wire_sidebar
@@ -45,10 +46,13 @@ def build_ui(services: Services, sessions: Sessions, config_path: str,
         page = Page(demo, services, sessions, store, config_path, header, lang, toast)
         chat_labels, operator = build_chat_tab(page, t)
         labels = {**chat_labels, **build_monitor_tab(page, t), **build_batch_tab(page, t), lang: "language"}
+        admin_labels, admin_tab = build_admin_tab(page, t)
+        labels.update(admin_labels)
 
         def on_load(language: str, request: gr.Request) -> tuple:
             caller = page.caller_of(request)
-            return header_html(services, caller, code_of(language)), gr.update(visible=caller.admin)
+            return (header_html(services, caller, code_of(language)), gr.update(visible=caller.admin),
+                    gr.update(visible=caller.admin and services.keyring.keys_required))
 
         def relabel(language: str, request: gr.Request) -> list:
             caller = page.caller_of(request)
@@ -57,7 +61,7 @@ def build_ui(services: Services, sessions: Sessions, config_path: str,
             return [*updates, header_html(services, caller, code)]
 
         demo.load(None, None, lang, js=LANG_JS)
-        demo.load(on_load, lang, [header, operator], concurrency_limit=None)
+        demo.load(on_load, lang, [header, operator, admin_tab], concurrency_limit=None)
         # on the user's switch only: the browser-language default already has Gradio's own labels
         lang.input(relabel, lang, [*labels, header], concurrency_limit=None, show_progress="hidden")
     demo.queue(default_concurrency_limit=None)

@@ -24,6 +24,10 @@ EN = {
     "submit_job": "Submit as a batch job (runs on idle capacity)", "jobs": "Your batch jobs (API and page)",
     "job_id": "Batch id", "cancel_job": "Cancel job", "download_output": "Download answers",
     "download_errors": "Download errors", "refresh": "Refresh",
+    "admin": "Admin", "days": "Days", "usage_chart": "Tokens per user per day", "usage_table": "Usage per user per day",
+    "requests_now": "Requests running and waiting now", "keys": "Keys", "key_name": "Key name",
+    "daily_tokens": "Daily tokens (0: none)", "make_key": "Make key", "rotate_key": "Rotate key",
+    "revoke_key": "Revoke key", "new_secret": "The new key (shown once)", "audit": "Audit log",
 }
 
 ZH = {
@@ -46,6 +50,10 @@ ZH = {
     "submit_job": "作为批处理任务提交（利用空闲算力）", "jobs": "我的批处理任务（API 与页面）",
     "job_id": "任务 ID", "cancel_job": "取消任务", "download_output": "下载回答",
     "download_errors": "下载错误", "refresh": "刷新",
+    "admin": "管理", "days": "天数", "usage_chart": "每位用户每日 token", "usage_table": "每位用户每日用量",
+    "requests_now": "正在运行与排队的请求", "keys": "密钥", "key_name": "密钥名称",
+    "daily_tokens": "每日 token 上限（0：不限）", "make_key": "创建密钥", "rotate_key": "轮换密钥",
+    "revoke_key": "吊销密钥", "new_secret": "新密钥（仅显示一次）", "audit": "审计日志",
 }
 
 MESSAGES = {

@@ -219,7 +219,7 @@ async def test_the_share_kept_for_high_is_lent_while_none_waits_and_taken_back_a
     assert high.request.state.value == "running"  # in the same scheduling step, over the limit
     assert sched.admission.running == 11 and lows[10].request.state.value == "queued"
     done = await asyncio.gather(*(events_until_done(t) for t in lows))
-    assert all(sum(e.num_tokens for e in ev if isinstance(e, Delta)) == 30 for ev in done)  # nothing was cut
+    assert all(isinstance(ev[-1], Delta) and ev[-1].finish_reason in ("stop", "length") for ev in done)  # none cut
     await stop(sched)
 
 

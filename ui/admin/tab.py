@@ -1,0 +1,135 @@
+"""The Admin tab, for admins only (shown to them at load; every handler checks again, since each
+is an API too): usage per user per day over a chosen range, as a chart and a table with CSV;
+the requests running and waiting now; keys made at run time (make, rotate, revoke); the audit log."""
+
+from __future__ import annotations
+
+import csv
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from pipeline import key_admin
+from pipeline.caller import Caller
+from pipeline.refusal import Refusal
+from pipeline.usage_buckets import page as usage_page
+from pipeline.usage_file import usage_rows
+from ui.page import Labels, Page
+
+DAY = 86_400
+USAGE_COLUMNS = ["day", "user", "requests", "prompt tokens", "completion tokens"]
+NOW_COLUMNS = ["user", "class", "state", "waited s", "prompt tokens", "max tokens"]
+KEY_COLUMNS = ["name", "class", "source", "limits", "created"]
+AUDIT_COLUMNS = ["when", "who", "action", "key", "detail"]
+
+
+def build_admin_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Tab]:
+    with gr.Tab(t("admin"), elem_id="tab-admin", visible=False) as tab:
+        with gr.Row():
+            days = gr.Number(7, precision=0, minimum=1, maximum=90, label=t("days"), elem_id="admin-days")
+            refresh = gr.Button(t("refresh"), elem_id="admin-refresh")
+            export = gr.DownloadButton(t("download_csv"), elem_id="admin-csv")  # type: ignore[arg-type]
+        chart = gr.BarPlot(x="day", y="tokens", color="user", label=t("usage_chart"), elem_id="admin-chart")
+        table = gr.Dataframe(headers=USAGE_COLUMNS, label=t("usage_table"), elem_id="admin-usage", interactive=False)
+        now = gr.Dataframe(headers=NOW_COLUMNS, label=t("requests_now"), elem_id="admin-now", interactive=False)
+        keys = gr.Dataframe(headers=KEY_COLUMNS, label=t("keys"), elem_id="admin-keys", interactive=False)
+        with gr.Row():
+            key_name = gr.Textbox(label=t("key_name"), elem_id="admin-key-name")
+            key_class = gr.Radio(["high", "medium", "low"], value="medium", label=t("priority"))
+            daily = gr.Number(0, precision=0, minimum=0, label=t("daily_tokens"), elem_id="admin-daily")
+        with gr.Row():
+            make = gr.Button(t("make_key"), elem_id="admin-make-key")
+            rotate = gr.Button(t("rotate_key"), elem_id="admin-rotate-key")
+            revoke = gr.Button(t("revoke_key"), elem_id="admin-revoke-key")
+        secret = gr.Textbox(label=t("new_secret"), elem_id="admin-secret", interactive=False)
+        audit = gr.Dataframe(headers=AUDIT_COLUMNS, label=t("audit"), elem_id="admin-audit", interactive=False)
+    services = page.services
+
+    def admin_of(request: gr.Request) -> Caller:
+        caller = page.caller_of(request)
+        if not caller.admin:
+            raise gr.Error("the Admin tab needs an admin key")
+        return caller
+
+    async def overview(span: float | None, request: gr.Request) -> tuple:
+        admin_of(request)
+        rows = await _usage_by_day(page, int(span or 7))
+        folder = Path(tempfile.mkdtemp(prefix="gptoss-usage-"))
+        path = folder / "usage-by-day.csv"
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows([USAGE_COLUMNS, *rows])
+        plotted = pd.DataFrame([(r[0], r[1], r[3] + r[4]) for r in rows], columns=["day", "user", "tokens"])
+        return (plotted, rows, str(path), _now_rows(page), await _key_rows(page), await _audit_rows(page))
+
+    async def change(action: str, name: str, cls: str, daily_tokens: float | None, request: gr.Request) -> tuple:
+        actor = admin_of(request)
+        store = key_admin.admin_check(actor, services.keyring, services.key_store)
+        shown = ""
+        try:
+            if action == "make":
+                fields = {"name": name.strip(), "class": cls, **({"daily_tokens": int(daily_tokens)} if daily_tokens
+                                                                 else {})}
+                shown = (await key_admin.create(services.keyring, store, actor.name, fields))["key"]
+            elif action == "rotate":
+                shown = (await key_admin.rotate(services.keyring, store, actor.name, name.strip()))["key"]
+            else:
+                await key_admin.revoke(services.keyring, store, actor.name, name.strip())
+        except Refusal as exc:
+            gr.Warning(exc.message)
+        return shown, await _key_rows(page), await _audit_rows(page)
+
+    def changing(action: str):  # noqa: ANN202 - a Gradio handler, its request found by its annotation
+        async def handler(name: str, cls: str, daily_tokens: float | None, request: gr.Request) -> tuple:
+            return await change(action, name, cls, daily_tokens, request)
+        return handler
+
+    outputs = [chart, table, export, now, keys, audit]
+    for opened in (refresh.click, tab.select):
+        opened(overview, [days], outputs, concurrency_limit=None)
+    for button, action in ((make, "make"), (rotate, "rotate"), (revoke, "revoke")):
+        button.click(changing(action), [key_name, key_class, daily], [secret, keys, audit], concurrency_limit=None)
+    return ({tab: "admin", days: "days", refresh: "refresh", export: "download_csv", chart: "usage_chart",
+             table: "usage_table", now: "requests_now", keys: "keys", key_name: "key_name", key_class: "priority",
+             daily: "daily_tokens", make: "make_key", rotate: "rotate_key", revoke: "revoke_key", secret: "new_secret",
+             audit: "audit"}, tab)
+
+
+async def _usage_by_day(page: Page, days: int) -> list[list]:
+    services = page.services
+    end = int(time.time()) // DAY * DAY + DAY
+    start = end - max(1, min(90, days)) * DAY
+    rows = await usage_rows(services.pipeline.usage, services.usage_file, start, end)
+    found = usage_page(rows, start, end, "1d", 90, ("api_key_id",), services.engine.capabilities.model)
+    return [[time.strftime("%Y-%m-%d", time.gmtime(b["start_time"])), r["api_key_id"], r["num_model_requests"],
+             r["input_tokens"], r["output_tokens"]] for b in found.buckets for r in b["results"]]
+
+
+def _now_rows(page: Page) -> list[list]:
+    now, out = page.services.scheduler.clock(), []
+    for ticket in list(page.services.scheduler.state.tickets.values()):
+        r = ticket.request
+        waited = (r.dispatched_at or now) - r.arrival
+        out.append([r.caller, r.priority.value, r.state.value, round(waited, 1), r.prompt.num_tokens,
+                    r.params.max_tokens])
+    return out
+
+
+async def _key_rows(page: Page) -> list[list]:
+    services = page.services
+    if services.key_store is None:
+        return [[c.name, c.key_class.value if c.key_class else "", "config", "", ""] for c in services.keyring.named()]
+    return [[k["name"], k["class"] or "", k["source"], ", ".join(f"{n} {v}" for n, v in k["limits"].items() if v),
+             time.strftime("%Y-%m-%d %H:%M", time.gmtime(k["created_at"])) if k["created_at"] else ""]
+            for k in await key_admin.listed(services.keyring, services.key_store)]
+
+
+async def _audit_rows(page: Page) -> list[list]:
+    store = page.services.key_store
+    if store is None:
+        return []
+    return [[time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["at"])), e["actor"], e["action"], e["target"],
+             ", ".join(f"{k} {v}" for k, v in e["detail"].items() if v is not None)]
+            for e in await store.audit_log(50)]
