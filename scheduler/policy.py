@@ -15,6 +15,7 @@ from scheduler.state import SchedulerState
 class Reason(str, Enum):
     HEAD = "head"  # the next request in order fits: it starts
     HIGH_BEHIND = "high_behind"  # the head does not fit, a high request behind it does (slots kept for high)
+    HIGH_FIRST = "high_first"  # high traffic alone fills the running limit: high before any aged lower head
     CLOSED = "closed"  # shutting down: nothing starts
     NO_SLOT = "no_slot"  # every slot is taken, or admission is paused
     EMPTY = "empty"  # nothing waits (or every waiter's caller is at its running limit)
@@ -34,7 +35,9 @@ class SchedulingPolicy(Protocol):
 class ClassPolicy:
     """Priority classes in order, each request's score rising with its wait (aging); within a class
     the least-served caller first (fair share, when on); a caller at its `max_parallel` waits; slots
-    kept for high (while one waits) let a high request start past a lower head that does not fit. Which parts apply
+    kept for high (while one waits) let a high request start past a lower head that does not fit,
+    and while high traffic alone fills the running limit no lower request starts before a waiting
+    high, however long it aged (accepted with a long promise, it would hold a slot high needs). Which parts apply
     follows the configuration: `fair_share.enabled`, `aging_per_s`, `limit.high_reserve`."""
 
     def next_start(self, state: SchedulerState) -> Decision:
@@ -46,6 +49,9 @@ class ClassPolicy:
         head = state.share.next_up(state.queue)
         if head is None:
             return Decision(None, Reason.EMPTY)
+        if high_waiting and head.priority is not PriorityClass.HIGH and state.admission.high_fills_limit():
+            high = _high_behind(state, head)  # high traffic alone fills the limit: an aged lower head waits
+            return Decision(high, Reason.HIGH_FIRST) if high is not None else Decision(None, Reason.HEAD_WAITS)
         if state.admission.fits(head, high_waiting):
             return Decision(head, Reason.HEAD)
         high = _high_behind(state, head)

@@ -276,6 +276,21 @@ async def test_a_high_behind_an_aged_low_head_still_takes_its_slot():
     await stop(sched)
 
 
+async def test_while_high_alone_fills_the_limit_an_aged_low_never_starts_before_a_high():
+    clock = FakeClock()
+    sched = await started(slots=4, latency_ms=50, clock=clock, limit=LimitConfig(adaptive=False, high_reserve=0.0))
+    running = [sched.submit(make_request(P.HIGH, max_tokens=2000)) for _ in range(4)]
+    low = sched.submit(make_request(P.LOW, max_tokens=5))
+    clock.advance(60)  # the low has aged past any fresh high
+    sched.admission.high_busy = 4.0  # high traffic alone keeps the limit busy
+    high = sched.submit(make_request(P.HIGH, max_tokens=5))
+    assert sched.queue.peek().priority is P.LOW and high.request.state.value == "queued"
+    sched.cancel(running[0])  # a slot frees
+    await asyncio.wait_for(high.events.get(), 2)
+    assert high.request.state.value == "running" and low.request.state.value == "queued"
+    await stop(sched)
+
+
 async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_door():
     sched = await started(slots=1, latency_ms=50, max_wait_s=PerClass(high=300, medium=120, low=60))
     sched.submit(make_request(P.LOW, max_tokens=500))
