@@ -122,9 +122,7 @@ async def list_files(request: Request, purpose: str | None = None, after: str | 
     caller = identify(request)
     _check_page(limit, order, 10_000)
     files = await services_of(request).batches.files(caller.name, purpose, after, limit + 1, order == "desc")
-    shown = [f.shape() for f in files[:limit]]
-    return {"object": "list", "data": shown, "first_id": shown[0]["id"] if shown else None,
-            "last_id": shown[-1]["id"] if shown else None, "has_more": len(files) > limit}
+    return _page([f.shape() for f in files], limit)
 
 
 @router.get("/v1/files/{file_id}")
@@ -194,9 +192,7 @@ async def list_batches(request: Request, after: str | None = None, limit: int = 
     _check_page(limit, "desc", 100)
     store = services_of(request).batches
     found = await store.batches(caller.name, after, limit + 1)
-    shown = [await _current(store, b) for b in found[:limit]]
-    return {"object": "list", "data": shown, "first_id": shown[0]["id"] if shown else None,
-            "last_id": shown[-1]["id"] if shown else None, "has_more": len(found) > limit}
+    return _page([await _current(store, b) for b in found[:limit]] + found[limit:], limit)
 
 
 @router.get("/v1/batches/{batch_id}")
@@ -242,6 +238,13 @@ def _metadata(value: object) -> dict | None:
         raise APIError(400, "metadata: at most 16 string keys (64 characters) with string values (512)",
                        param="metadata", code="invalid_value")
     return value
+
+
+def _page(items: list[dict], limit: int) -> dict:
+    """OpenAI's list: `limit` items of the `limit + 1` read, and whether there are more."""
+    shown = items[:limit]
+    return {"object": "list", "data": shown, "first_id": shown[0]["id"] if shown else None,
+            "last_id": shown[-1]["id"] if shown else None, "has_more": len(items) > limit}
 
 
 def _check_page(limit: int, order: str, most: int) -> None:

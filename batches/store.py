@@ -16,9 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiosqlite
-
-from core.sqlite_file import SqliteFile
+from core.sqlite_file import SqliteFile, schema
 
 log = logging.getLogger("gpt_oss_webui.batches")
 
@@ -76,12 +74,8 @@ class BatchStore:
         self._file = SqliteFile(Path(path), "the batch store", log, clock)
 
     async def open(self) -> None:
-        await self._file.open(self._setup)
+        await self._file.open(schema(*_SCHEMA))
         await self.purge()
-
-    async def _setup(self, db: aiosqlite.Connection) -> None:
-        for statement in _SCHEMA:
-            await db.execute(statement)
 
     async def close(self) -> None:
         await self._file.close()

@@ -23,6 +23,14 @@ from core.private_files import private_sqlite
 Setup = Callable[[aiosqlite.Connection], Awaitable[None]]
 
 
+def schema(*statements: str) -> Setup:
+    """A setup that runs these statements (CREATE ... IF NOT EXISTS) on a file just opened."""
+    async def setup(db: aiosqlite.Connection) -> None:
+        for statement in statements:
+            await db.execute(statement)
+    return setup
+
+
 class SqliteFile:
     """One store's file and its connection; `what` names the store in the error when it is not open."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from core.sqlite_file import SqliteFile
+from core.sqlite_file import SqliteFile, schema
 from settings.schema import KeyConfig
 
 log = logging.getLogger("gpt_oss_webui.keys")
@@ -32,11 +32,7 @@ class KeyStore:
         self._file = SqliteFile(Path(path), "the key store", log, clock)
 
     async def open(self) -> None:
-        await self._file.open(self._setup)
-
-    async def _setup(self, db: aiosqlite.Connection) -> None:
-        for statement in _SCHEMA:
-            await db.execute(statement)
+        await self._file.open(schema(*_SCHEMA))
 
     async def close(self) -> None:
         await self._file.close()

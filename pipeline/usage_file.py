@@ -14,9 +14,7 @@ from collections.abc import Callable
 from dataclasses import astuple, fields
 from pathlib import Path
 
-import aiosqlite
-
-from core.sqlite_file import SqliteFile
+from core.sqlite_file import SqliteFile, schema
 from pipeline.rate_limit import DAY_S, RateLimiter
 from pipeline.usage import BUCKET_S, UsageLedger, UsageTotals
 
@@ -51,11 +49,7 @@ class UsageFile:
         self._pending[(minute, caller)].add(entry)
 
     async def open(self) -> None:
-        await self._file.open(self._setup)
-
-    async def _setup(self, db: aiosqlite.Connection) -> None:
-        for statement in _SCHEMA:
-            await db.execute(statement)
+        await self._file.open(schema(*_SCHEMA))
 
     async def close(self) -> None:
         if self._file.is_open:

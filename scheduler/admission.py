@@ -62,6 +62,12 @@ class AdmissionController:
         a lower request accepted now would only hold a slot high needs, so the door refuses it."""
         return self.high_busy > 0 and self.high_busy >= self.max_concurrency * (1 - self.high_reserve)
 
+    def held_for_high(self, high_waiting: bool) -> bool:
+        """Whether lower requests wait for high ones: high traffic alone fills the limit and is here
+        now (one waits, or highs hold half the limit), not only in the arrival rate's memory."""
+        here = high_waiting or len(self._high) >= self.max_concurrency / 2
+        return here and self.high_fills_limit()
+
     def _engine_reserve(self) -> int:
         """Engine slots lower requests never fill, so a high can always start: the same share,
         rounded down (one of llama.cpp's 16; none of a `max_concurrency` of 2)."""

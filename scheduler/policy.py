@@ -36,8 +36,9 @@ class ClassPolicy:
     """Priority classes in order, each request's score rising with its wait (aging); within a class
     the least-served caller first (fair share, when on); a caller at its `max_parallel` waits; slots
     kept for high (while one waits) let a high request start past a lower head that does not fit,
-    and while high traffic alone fills the running limit no lower request starts before a waiting
-    high, however long it aged (accepted with a long promise, it would hold a slot high needs). Which parts apply
+    and while high traffic alone fills the running limit and is here (waiting, or holding half the
+    limit) no lower request starts, however long it aged (accepted with a long promise, it would
+    hold a slot high needs for its whole decode). Which parts apply
     follows the configuration: `fair_share.enabled`, `aging_per_s`, `limit.high_reserve`."""
 
     def next_start(self, state: SchedulerState) -> Decision:
@@ -49,8 +50,8 @@ class ClassPolicy:
         head = state.share.next_up(state.queue)
         if head is None:
             return Decision(None, Reason.EMPTY)
-        if high_waiting and head.priority is not PriorityClass.HIGH and state.admission.high_fills_limit():
-            high = _high_behind(state, head)  # high traffic alone fills the limit: an aged lower head waits
+        if head.priority is not PriorityClass.HIGH and state.admission.held_for_high(high_waiting):
+            high = _high_behind(state, head) if high_waiting else None  # an aged lower head waits too
             return Decision(high, Reason.HIGH_FIRST) if high is not None else Decision(None, Reason.HEAD_WAITS)
         if state.admission.fits(head, high_waiting):
             return Decision(head, Reason.HEAD)

@@ -73,21 +73,14 @@ class _CallOutput(_Strict):
         return joined(self.output)
 
 
-class FunctionCallOutputItem(_Strict):
+class FunctionCallOutputItem(_CallOutput):
     """Either the answer to a call (`call_id`), or a function's output the client adds on its own,
     named instead (Codex sends its goal as `name: goal_objective, namespace: agent`)."""
 
     type: Literal["function_call_output"]
-    call_id: str | None = Field(default=None, min_length=1, max_length=256)
+    call_id: str | None = Field(default=None, min_length=1, max_length=256)  # type: ignore[assignment]
     name: str | None = Field(default=None, min_length=1, max_length=64)
     namespace: str | None = Field(default=None, min_length=1, max_length=64)
-    output: str | list[TextContent]
-    id: str | None = None
-    status: str | None = None
-
-    @property
-    def text(self) -> str:
-        return joined(self.output)
 
 
 class ReasoningItem(_Strict):

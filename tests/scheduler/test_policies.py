@@ -50,6 +50,11 @@ def test_the_door_refuses_lower_classes_when_high_traffic_alone_keeps_the_limit_
     assert not adm.high_fills_limit()
     adm.high_busy = 9.0
     assert adm.high_fills_limit()
+    assert not adm.held_for_high(high_waiting=False)  # the rate remembers highs that are gone: lows may start
+    assert adm.held_for_high(high_waiting=True)
+    for _ in range(5):
+        adm.admit(make_request(P.HIGH))
+    assert adm.held_for_high(high_waiting=False)  # highs hold half the limit and more come
 
 
 def test_high_may_hold_the_slots_its_own_traffic_keeps_busy_above_a_fallen_limit():
