@@ -17,19 +17,23 @@ import argparse
 import asyncio
 import io
 import json
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
-from bench.calibration import calibrate
-from bench.common import MODEL_NAME, Progress, note, table, timed_sleep
-from bench.load import BASELINE, FULL, run_load, start
-from bench.load_records import Run
-from bench.load_requests import MAX_TOKENS, TEMPERATURE, prompt_for
-from bench.load_summary import Slo, summarize
-from bench.servers import ServerProcess
-from engine.kv_size import default_cpu_kv_bytes
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root first: see bench/common.py
+
+from bench.calibration import calibrate  # noqa: E402
+from bench.common import MODEL_NAME, Progress, note, table, timed_sleep  # noqa: E402
+from bench.load import BASELINE, FULL, run_load, start  # noqa: E402
+from bench.load_records import Run  # noqa: E402
+from bench.load_requests import MAX_TOKENS, TEMPERATURE, prompt_for  # noqa: E402
+from bench.load_summary import Slo, summarize  # noqa: E402
+from bench.servers import ServerProcess  # noqa: E402
+from engine.kv_size import default_cpu_kv_bytes  # noqa: E402
 
 
 @dataclass
