@@ -109,7 +109,7 @@ class Keyring:
         """A configured caller by its name (anonymous too, where the server takes calls without a
         key): batch lines run as their owner long after its request; None once its key is gone."""
         if name == ANONYMOUS and not self._required:
-            return replace(self.caller_for(None))
+            return self.caller_for(None)
         known = next((c for c in self._keys.values() if c.name == name), None)
         return replace(known, admin=known.admin or not self._keys) if known is not None else None
 
