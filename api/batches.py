@@ -28,7 +28,6 @@ from pipeline.refusal import Refusal
 from protocols.json_bounds import BoundError, JsonBounds
 from protocols.openai_chat.render import CompletionFormat, error_body
 from scheduler.loop import Scheduler
-from scheduler.request import PriorityClass
 from settings.schema import Config
 
 router = APIRouter()
@@ -37,10 +36,6 @@ _RETRIED = {429, 503}  # capacity and rate limits: the line waits and tries agai
 
 def build_runner(config: Config, store: BatchStore, pipeline: ChatPipeline, scheduler: Scheduler,
                  keyring: Keyring) -> BatchRunner:
-    def free_slots() -> int:
-        admission = scheduler.admission
-        return admission.slots_for(PriorityClass.LOW) - admission.running - len(scheduler.queue)
-
     def owner(name: str, namespace: str) -> Caller | None:
         caller = keyring.by_name(name)
         return replace(caller, cache_namespace=namespace) if caller is not None else None
@@ -77,7 +72,7 @@ def build_runner(config: Config, store: BatchStore, pipeline: ChatPipeline, sche
             raise ValueError(f"body.{exc.param}: {message}" if exc.param else f"body: {message}") from None
 
     batches = config.batches
-    return BatchRunner(store, run, check_chat, free_slots, owner, batches.max_lines, server.max_body_bytes,
+    return BatchRunner(store, run, check_chat, scheduler.idle_slots, owner, batches.max_lines, server.max_body_bytes,
                        batches.max_parallel)
 
 

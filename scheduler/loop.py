@@ -210,6 +210,12 @@ class Scheduler:
     def finished_info(self, key: RequestKey) -> dict | None:
         return self.ledger.finished_info(key)
 
+    def idle_slots(self) -> int:
+        """Low slots of the running limit nobody uses or waits for: where background work (batch
+        lines) may start without queueing in front of anyone."""
+        admission = self.state.admission
+        return admission.slots_for(PriorityClass.LOW) - admission.running - len(self.state.queue)
+
     def recent_wait_s(self) -> float:
         return self.ledger.recent_wait_s()
 
