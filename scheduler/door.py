@@ -23,13 +23,12 @@ def predicted_wait_s(request: Request, queue: PriorityQueue, admission: Admissio
     """Seconds until `request` would start: 0 when it fits now, None before anything has finished.
     Counting who is ahead (`count_ahead`) scans the queue, so it happens only when waiting behind
     everyone would break the limit."""
-    high_waiting = queue.count(PriorityClass.HIGH) > 0
     if not queue and admission.fits(request):
         return 0.0
     if request.priority is not PriorityClass.HIGH and admission.high_fills_limit():
         return math.inf
     jumpers = arrivals.above(request.priority, request.arrival)
-    slots = admission.slots_for(request.priority, high_waiting)
+    slots = admission.slots_for(request.priority, high_waiting=queue.count(PriorityClass.HIGH) > 0)
     worst = drain.wait_s(len(queue) + 1, slots, jumpers)
     if worst is None or worst <= limit_s:
         return worst
