@@ -5,6 +5,7 @@ would make them, so the page and a script see the same jobs. No Gradio."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 from batches import shapes
@@ -61,13 +62,14 @@ async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_i
     return state["status"]
 
 
-async def download(store: BatchStore, caller: Caller, batch_id: str, which: str, folder: Path) -> Path | None:
-    """The batch's output or error file, written where the page serves downloads from."""
+async def download(store: BatchStore, caller: Caller, batch_id: str, which: str) -> Path | None:
+    """The batch's output or error file, written to a folder of its own for the page to serve
+    (none is made for a job that has no such file, as while its id is being typed)."""
     state = await store.batch(batch_id.strip(), caller.name)
     file_id = state.get(f"{which}_file_id") if state is not None else None
     content = await store.content(file_id, caller.name) if file_id else None
-    if content is None:
+    if state is None or content is None:
         return None
-    path = folder / f"{state['id']}-{which}.jsonl" if state is not None else folder / "none"
+    path = Path(tempfile.mkdtemp(prefix="gptoss-job-")) / f"{state['id']}-{which}.jsonl"
     path.write_bytes(content)
     return path

@@ -113,9 +113,8 @@ def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) ->
 
     async def files(batch_id: str, request: gr.Request) -> tuple:
         """The job's answers and errors behind the two buttons, once it has them."""
-        caller, folder = page.caller_of(request), Path(tempfile.mkdtemp(prefix="gptoss-job-"))
-        found = [await api_jobs.download(services.batches, caller, batch_id, which, folder)
-                 for which in ("output", "error")]
+        caller = page.caller_of(request)
+        found = [await api_jobs.download(services.batches, caller, batch_id, which) for which in ("output", "error")]
         return tuple(gr.update(value=str(p) if p else None, interactive=p is not None) for p in found)
 
     submit.click(submit_job, [prompts, upload, page.lang], [job_status, job_id, listing], concurrency_limit=None)
