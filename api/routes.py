@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -118,9 +120,7 @@ async def usage(request: Request, start_time: float | None = None, end_time: flo
     viewer = identify(request)
     end = time.time() if end_time is None else end_time
     start = end - 86_400 if start_time is None else start_time
-    if not 0 <= start < end:
-        raise APIError(400, "start_time must be before end_time (unix seconds)", param="start_time",
-                       code="invalid_value")
+    _check_window(start, end)
     pipeline, on_disk = services.pipeline, services.usage_file
     older = on_disk is not None and start < time.time() - pipeline.usage.retention_s
     used = await on_disk.report(start, end) if on_disk is not None and older else None
@@ -149,14 +149,26 @@ async def usage_completions(request: Request, start_time: int, end_time: int | N
     shown = default if limit is None else limit
     if not 1 <= shown <= most:
         raise APIError(400, f"limit must be 1 to {most} for {bucket_width} buckets", param="limit", code="invalid_value")
-    start = int(page) if page is not None and page.isdigit() else start_time
     end = int(time.time()) + 1 if end_time is None else end_time
-    if not 0 <= start < end:
-        raise APIError(400, "start_time must be before end_time (unix seconds)", param="start_time", code="invalid_value")
-    rows = await usage_rows(services.pipeline.usage, services.usage_file, start, end)
+    _check_window(start_time, end)
+    start = start_time
+    if page is not None:
+        if not re.fullmatch(r"[0-9]{1,12}", page) or not start_time <= int(page) < end:
+            raise APIError(400, "page must be the next_page of an earlier answer", param="page", code="invalid_value")
+        start = int(page)
+    step = buckets.WIDTHS[bucket_width]
+    rows = await usage_rows(services.pipeline.usage, services.usage_file, start, min(end, start + (shown + 1) * step))
     found = buckets.page(rows, start, end, bucket_width, shown, groups, services.engine.capabilities.model)
     return {"object": "page", "data": found.buckets, "has_more": found.next_start is not None,
             "next_page": str(found.next_start) if found.next_start is not None else None}
+
+
+def _check_window(start: float, end: float) -> None:
+    """Unix seconds from 1970 to a day ahead, start before end: anything else is no window (and
+    a far one would make the ledger count buckets for nothing)."""
+    if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end <= time.time() + 86_400):
+        raise APIError(400, "start_time must be before end_time, both unix seconds up to a day from now",
+                       param="start_time", code="invalid_value")
 
 
 def _require_admin(caller: Caller, what: str) -> None:

@@ -23,6 +23,7 @@ from api.responses_background import BackgroundResponses
 from api.routes import router, unrouted
 from cache.redis_store import CacheUnavailable
 from monitor.metrics import Metrics
+from pipeline.key_admin import load_keys
 from pipeline.usage_file import restore
 from protocols.openai_chat.request import ChatCompletionRequest
 from responses.redis_store import StoreUnavailable
@@ -64,8 +65,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
             await restore(services.usage_file, services.pipeline.usage, services.pipeline.limiter)
         if services.key_store is not None:
             await services.key_store.open()
-            for made, _created in await services.key_store.keys():
-                services.keyring.add(made)
+            await load_keys(services.keyring, services.key_store)
         if services.gpu is not None:
             services.gpu.start(asyncio.get_running_loop())
         background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start"),

@@ -113,6 +113,14 @@ class Keyring:
         known = next((c for c in self._keys.values() if c.name == name), None)
         return replace(known, admin=known.admin or not self._keys) if known is not None else None
 
+    def by_digest(self, key_digest: str, namespace: str) -> Caller | None:
+        """The caller of a key known by its digest, as it stands now (a page session asks on every
+        call: a key revoked, rotated or changed at run time takes effect there at once too)."""
+        known = self._keys.get(key_digest)
+        if known is None:
+            return None
+        return replace(known, admin=known.admin or not self._keys, cache_namespace=namespace)
+
     def is_known(self, key: str | None) -> bool:
         return self._lookup(key) is not None
 

@@ -5,6 +5,7 @@ keys from the configuration are listed too, and stay read-only."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Any
 
@@ -15,6 +16,7 @@ from pipeline.key_store import KeyStore
 from pipeline.refusal import Refusal
 from settings.schema import KeyConfig
 
+log = logging.getLogger("gpt_oss_webui.keys")
 FIELDS = {"name", "class", "rpm", "tpm", "max_parallel", "max_queued", "daily_tokens", "admin", "metrics"}
 
 
@@ -43,36 +45,61 @@ async def create(keyring: Keyring, store: KeyStore, actor: str, data: dict[str, 
     name = data.get("name")
     if not isinstance(name, str):
         raise Refusal(400, "name must be the new key's name", param="name", code="invalid_value")
-    if any(c.name == name for c in keyring.named()):
-        raise Refusal(409, f"a key named {name!r:.80} exists", param="name", code="invalid_value")
     secret = new_secret()
     config = _config(data, name, secret)
-    created = await store.put(config, actor, "create", _detail(config))
-    keyring.add(config)
-    return {**shape(_named(keyring, name), "api", created), "key": secret}
+    async with store.lock:
+        if keyring.is_known_name(name) or not await store.put(config, actor, "create", _detail(config)):
+            raise Refusal(409, f"the name {name!r:.80} is or was a key's: its files, batches and usage stay its "
+                          "own; choose another", param="name", code="invalid_value")
+        keyring.add(config)
+    return {**shape(_named(keyring, name), "api", store.clock()), "key": secret}
 
 
 async def update(keyring: Keyring, store: KeyStore, actor: str, name: str, data: dict[str, Any]) -> dict:
-    current = await _made(store, name)
-    fields = {**current.model_dump(by_alias=True, exclude={"name", "key", "key_sha256"}), **data}
-    changed = _config(fields, name, "").model_copy(update={"key_sha256": current.key_sha256})
-    created = await store.put(changed, actor, "update", _detail(changed))
-    keyring.add(changed)
+    if "name" in data:
+        raise Refusal(400, "a key's name cannot change; make a new key", param="name", code="invalid_value")
+    async with store.lock:
+        current, created = await _made(store, name)
+        fields = {**current.model_dump(by_alias=True, exclude={"name", "key", "key_sha256"}), **data}
+        changed = _config(fields, name, "").model_copy(update={"key_sha256": current.key_sha256})
+        await _put(store, changed, actor, "update", _detail(changed))
+        keyring.add(changed)
     return shape(_named(keyring, name), "api", created)
 
 
 async def rotate(keyring: Keyring, store: KeyStore, actor: str, name: str) -> dict:
     secret = new_secret()
-    rotated = (await _made(store, name)).model_copy(update={"key_sha256": digest(secret)})
-    created = await store.put(rotated, actor, "rotate", {})
-    keyring.add(rotated)  # the old secret stops at once
+    async with store.lock:
+        current, created = await _made(store, name)
+        rotated = current.model_copy(update={"key_sha256": digest(secret)})
+        await _put(store, rotated, actor, "rotate", {})
+        keyring.add(rotated)  # the old secret stops at once
     return {**shape(_named(keyring, name), "api", created), "key": secret}
 
 
 async def revoke(keyring: Keyring, store: KeyStore, actor: str, name: str) -> None:
-    await _made(store, name)
-    await store.delete(name, actor)
-    keyring.remove(name)
+    async with store.lock:
+        await _made(store, name)
+        await store.delete(name, actor)
+        keyring.remove(name)
+
+
+async def _put(store: KeyStore, key: KeyConfig, actor: str, action: str, detail: dict) -> None:
+    if not await store.put(key, actor, action, detail):
+        raise Refusal(404, f"no key made at run time named {key.name!r:.80}", param="name", code="not_found")
+
+
+async def load_keys(keyring: Keyring, store: KeyStore) -> None:
+    """The keys made at run time, at start: only where the configuration names keys (an open
+    server stays open), and none that now shares a configured key's name."""
+    if not keyring.keys_required:
+        return
+    for made, _ in await store.keys():
+        if made.name in keyring.configured:
+            log.warning("key %s made at run time is not loaded: the configuration names a key %s", made.name,
+                        made.name)
+        else:
+            keyring.add(made)
 
 
 def new_secret() -> str:
@@ -91,10 +118,10 @@ def _config(data: dict[str, Any], name: str, secret: str) -> KeyConfig:
         raise Refusal(400, f"invalid value for {param!r}: {first['msg']}", param=param, code="invalid_value") from None
 
 
-async def _made(store: KeyStore, name: str) -> KeyConfig:
-    for config, _ in await store.keys():
+async def _made(store: KeyStore, name: str) -> tuple[KeyConfig, float]:
+    for config, created in await store.keys():
         if config.name == name:
-            return config
+            return config, created
     raise Refusal(404, f"no key made at run time named {name!r:.80} (keys from the configuration are read-only)",
                   param="name", code="not_found")
 

@@ -4,6 +4,7 @@ the keys from the configuration stay read-only beside these."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -29,6 +30,7 @@ MAX_AUDIT = 100_000  # past it, the oldest entries go
 class KeyStore:
     def __init__(self, path: str, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
+        self.lock = asyncio.Lock()  # one key change at a time: its read, store and keyring update together
         self._file = SqliteFile(Path(path), "the key store", log, clock)
 
     async def open(self) -> None:
@@ -41,14 +43,24 @@ class KeyStore:
         async with self._file.connected().execute("SELECT config, created FROM api_keys ORDER BY name") as cur:
             return [(KeyConfig.model_validate(json.loads(row[0])), row[1]) async for row in cur]
 
-    async def put(self, key: KeyConfig, actor: str, action: str, detail: dict) -> float:
-        """Made, changed or rotated (`action`), with its audit entry, in one transaction."""
-        created = self.clock()
+    async def put(self, key: KeyConfig, actor: str, action: str, detail: dict) -> bool:
+        """Made (`create`: only a name never used), or changed or rotated (only a key still
+        stored), with its audit entry, in one transaction; False where that does not hold."""
+        config = json.dumps(key.model_dump(by_alias=True))
         async with self._file.transaction() as db:
-            await db.execute("INSERT INTO api_keys VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET config = "
-                             "excluded.config", (key.name, json.dumps(key.model_dump(by_alias=True)), created))
+            if action == "create":
+                async with db.execute("SELECT 1 FROM audit WHERE target = ? AND action = 'create' LIMIT 1",
+                                      (key.name,)) as cur:
+                    if await cur.fetchone() is not None:
+                        return False
+                cur = await db.execute("INSERT OR IGNORE INTO api_keys VALUES (?, ?, ?)",
+                                       (key.name, config, self.clock()))
+            else:
+                cur = await db.execute("UPDATE api_keys SET config = ? WHERE name = ?", (config, key.name))
+            if cur.rowcount == 0:
+                return False
             await self._audit(db, actor, action, key.name, detail)
-        return created
+        return True
 
     async def delete(self, name: str, actor: str) -> bool:
         async with self._file.transaction() as db:

@@ -26,8 +26,8 @@ def page(rows: list[Row], start: int, end: int, width: str, limit: int, group_by
          model: str) -> Page:
     step = WIDTHS[width]
     first = start // step * step
-    edges = list(range(first, end, step))
-    shown, more = edges[:limit], len(edges) > limit
+    edges = range(first, min(end, first + (limit + 1) * step), step)  # one past the page: are there more?
+    shown, more = list(edges[:limit]), len(edges) > limit
     sums: dict[int, dict[tuple[str | None, str | None], UsageTotals]] = defaultdict(lambda: defaultdict(UsageTotals))
     for row_start, _, caller, totals in rows:
         bucket = row_start // step * step

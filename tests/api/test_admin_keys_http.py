@@ -58,3 +58,33 @@ def test_only_an_admin_manages_keys_and_the_configured_ones_stay(tmp_path) -> No
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "rpm"
         odd = http.post("/v1/admin/keys", headers=BOSS, json={"name": "z", "budget": 5})
         assert odd.status_code == 400 and odd.json()["error"]["param"] == "budget"
+
+
+def test_a_revoked_name_is_not_made_again_and_a_page_session_ends_with_its_key(tmp_path) -> None:
+    with live_server(KEYS, f"usage.path={tmp_path / 'u.sqlite3'}") as live, \
+            httpx.Client(base_url=live.url, timeout=10) as http:
+        made = http.post("/v1/admin/keys", headers=BOSS, json={"name": "eve", "admin": True}).json()
+        from ui.account.session import Sessions
+        sessions = Sessions(live.services.keyring)
+        token = sessions.sign_in(made["key"])
+        assert sessions.caller(token).admin
+        renamed = http.patch("/v1/admin/keys/eve", headers=BOSS, json={"name": "boss"})
+        assert renamed.status_code == 400 and renamed.json()["error"]["param"] == "name"
+        http.patch("/v1/admin/keys/eve", headers=BOSS, json={"admin": False})
+        assert not sessions.caller(token).admin  # a change reaches the page session at once
+        assert http.delete("/v1/admin/keys/eve", headers=BOSS).status_code == 200
+        assert sessions.caller(token) is None  # and a revoke ends it
+        again = http.post("/v1/admin/keys", headers=BOSS, json={"name": "eve"})
+        assert again.status_code == 409  # eve's files, batches and usage stay eve's
+
+
+def test_usage_windows_outside_time_are_400s() -> None:
+    with live_server(KEYS) as live, httpx.Client(base_url=live.url, timeout=10) as http:
+        for params in ({"end_time": "inf"}, {"start_time": 0, "end_time": 1e300}, {"start_time": 5, "end_time": 1}):
+            assert http.get("/v1/usage", params=params, headers=BOSS).status_code == 400
+        url = "/v1/organization/usage/completions"
+        for params in ({"start_time": 10**19}, {"start_time": 0, "end_time": 2**62}, {"start_time": 0, "page": "²"},
+                       {"start_time": 100, "page": "0"}):
+            assert http.get(url, params=params, headers=BOSS).status_code == 400, params
+        years = http.get(url, params={"start_time": 0, "bucket_width": "1m", "limit": 2}, headers=BOSS).json()
+        assert len(years["data"]) == 2 and years["has_more"] and years["next_page"] == "120"

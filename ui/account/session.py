@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from pipeline.caller import Caller, Keyring
+from pipeline.caller import Caller, Keyring, digest
 
 COOKIE = "gptoss_session"
 SESSION_TTL_S = 12 * 3600
@@ -23,7 +23,7 @@ class Sessions:
     def __init__(self, keyring: Keyring, clock: Callable[[], float] = time.monotonic) -> None:
         self.keyring = keyring
         self.clock = clock
-        self._open: dict[str, tuple[Caller, float]] = {}
+        self._open: dict[str, tuple[Caller, str | None, float]] = {}  # caller at sign-in, key digest, until
 
     @property
     def required(self) -> bool:
@@ -39,7 +39,8 @@ class Sessions:
             return None
         self._expire()
         token = secrets.token_urlsafe(32)
-        self._open[token] = (self.keyring.caller_for(key or None), self.clock() + SESSION_TTL_S)
+        self._open[token] = (self.keyring.caller_for(key or None), digest(key) if key else None,
+                             self.clock() + SESSION_TTL_S)
         return token
 
     def sign_out(self, token: str | None) -> None:
@@ -48,13 +49,19 @@ class Sessions:
     def caller(self, token: str | None) -> Caller | None:
         """The signed-in caller; on an open page, anyone is anonymous."""
         entry = self._open.get(token or "")
-        if entry is not None and entry[1] > self.clock():
-            return entry[0]
+        if entry is not None and entry[2] > self.clock():
+            signed_in, key_digest, _ = entry
+            if key_digest is None:
+                return signed_in
+            now = self.keyring.by_digest(key_digest, signed_in.cache_namespace)
+            if now is None:  # the key was revoked or rotated: the session ends with it
+                self._open.pop(token or "", None)
+            return now
         return None if self.required else self.keyring.caller_for(None)
 
     def _expire(self) -> None:
         now = self.clock()
-        for token in [t for t, (_, until) in self._open.items() if until <= now]:
+        for token in [t for t, (_, _, until) in self._open.items() if until <= now]:
             del self._open[token]
         while len(self._open) >= _MAX_SESSIONS:
             self._open.pop(next(iter(self._open)))

@@ -66,17 +66,17 @@ def build_admin_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Tab]:
 
     async def change(action: str, name: str, cls: str, daily_tokens: float | None, request: gr.Request) -> tuple:
         actor = admin_of(request)
-        store = key_admin.admin_check(actor, services.keyring, services.key_store)
-        shown = ""
+        shown, name = "", name.strip() if isinstance(name, str) else ""
         try:
+            store = key_admin.admin_check(actor, services.keyring, services.key_store)
             if action == "make":
-                fields = {"name": name.strip(), "class": cls, **({"daily_tokens": int(daily_tokens)} if daily_tokens
-                                                                 else {})}
+                daily = daily_tokens if isinstance(daily_tokens, (int, float)) and 0 < daily_tokens < 2**53 else None
+                fields = {"name": name, "class": cls, **({"daily_tokens": int(daily)} if daily else {})}
                 shown = (await key_admin.create(services.keyring, store, actor.name, fields))["key"]
             elif action == "rotate":
-                shown = (await key_admin.rotate(services.keyring, store, actor.name, name.strip()))["key"]
+                shown = (await key_admin.rotate(services.keyring, store, actor.name, name))["key"]
             else:
-                await key_admin.revoke(services.keyring, store, actor.name, name.strip())
+                await key_admin.revoke(services.keyring, store, actor.name, name)
         except Refusal as exc:
             gr.Warning(exc.message)
         return shown, await _key_rows(page), await _audit_rows(page)

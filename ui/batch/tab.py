@@ -47,7 +47,7 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
             return f"⚠️ {exc}", gr.update(), gr.update(visible=False), gr.update(visible=False)
         progress((0, len(items)), desc="batch")
         results = await run_batch(page.services.pipeline, caller, items, ChatSettings(priority=prio, temperature=0.7),
-                                  int(conc), lambda done, total: progress((done, total), desc="batch"))
+                                  _concurrency(conc), lambda done, total: progress((done, total), desc="batch"))
         folder = Path(tempfile.mkdtemp(prefix="gptoss-batch-"))
         rows = [[r.index + 1, r.prompt, r.answer, r.status, r.tokens, r.queue_wait_s, r.reasoning]
                 for r in results]
@@ -125,3 +125,8 @@ def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) ->
     cancel.click(cancel_job, [job_id, page.lang], [job_status, listing], concurrency_limit=None)
     return {submit: "submit_job", listing: "jobs", job_id: "job_id", cancel: "cancel_job", refresh: "refresh",
             output: "download_output", errors: "download_errors"}
+
+
+def _concurrency(value: object) -> int:
+    """The slider's 1-32, whatever a call over HTTP sends."""
+    return int(min(32.0, max(1.0, value))) if isinstance(value, (int, float)) and value == value else 1
