@@ -24,7 +24,7 @@ from batches.store import BatchStore, StorageFull, new_id
 from pipeline.caller import Caller, Keyring
 from pipeline.chat import ChatCall, ChatPipeline, PriorityHints
 from pipeline.events import Refused
-from pipeline.refusal import Refusal
+from pipeline.refusal import YIELDED, Refusal
 from protocols.json_bounds import BoundError, JsonBounds
 from protocols.openai_chat.render import CompletionFormat, error_body
 from scheduler.loop import Scheduler
@@ -77,6 +77,8 @@ def build_runner(config: Config, store: BatchStore, pipeline: ChatPipeline, sche
 
 
 def _refused(refusal: Refusal, request_id: str) -> Answer:
+    if refusal.code == YIELDED:
+        return Answer(refusal.status, error_body(refusal), request_id, 0.0, yielded=True)
     retry = float(refusal.retry_after_s or 1) if refusal.status in _RETRIED else None
     return Answer(refusal.status, error_body(refusal), request_id, retry)
 

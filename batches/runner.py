@@ -1,9 +1,9 @@
-"""Runs batches on the capacity interactive traffic leaves: a line starts only while nobody waits in
-the queue and the running limit has a slot free, so batch work never delays an interactive request
-that arrives after it by more than the lines already running (they are not preempted: see
-docs/scheduling.md). Batches take turns by owner, so one caller's 50,000 lines do not hold back
-another's ten. A line refused for capacity or a rate limit goes back and is tried again after its
-Retry-After; every other answer, error or not, is the line's result, committed as it comes."""
+"""Runs batches on the capacity interactive traffic leaves: a line starts only on the background
+slots the scheduler says are idle (scheduler/background.py), and a line preempted for interactive
+work goes back to be tried again, its partial answer dropped. Batches take turns by owner, so one
+caller's 50,000 lines do not hold back another's ten. A line refused for a rate limit goes back and
+is tried again after its Retry-After; every other answer, error or not, is the line's result,
+committed as it comes."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ class Answer:
     body: dict
     request_id: str
     retry_after_s: float | None = None  # set: not an answer, try the line again after this
+    yielded: bool = False  # the line gave way to interactive work: tried again as soon as there is room
 
 
 Run = Callable[[Caller, str, dict], Awaitable[Answer]]  # (owner, endpoint, body) -> its answer
@@ -229,6 +230,9 @@ class BatchRunner:
     async def _answer(self, batch: _Batch, line: Line) -> None:
         try:
             answer = await self._answer_of(batch, line)
+            if answer.yielded:
+                batch.waiting[line.line] = self.clock()
+                return
             tries = batch.tries[line.line] = batch.tries.get(line.line, 0) + 1
             if answer.retry_after_s is not None and tries < _MAX_RETRIES:
                 batch.waiting[line.line] = self.clock() + max(1.0, answer.retry_after_s)

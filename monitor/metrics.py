@@ -42,6 +42,8 @@ class Metrics:
         self.disconnected = Counter("gptoss_requests_disconnected", "Requests whose client left",
                                     ["priority", "stage"], registry=r)
         self.failed = Counter("gptoss_requests_failed", "Requests the engine failed", ["priority"], registry=r)
+        self.yielded = Counter("gptoss_batch_lines_yielded", "Batch lines that gave their slot to interactive "
+                               "work and were tried again", registry=r)
         self.failed_in_stream = Counter("gptoss_requests_failed_in_stream", "Requests that failed after their "
                                         "stream had opened (HTTP 200 then an error event)", ["priority", "reason"],
                                         registry=r)
@@ -68,6 +70,9 @@ class Metrics:
             self.queue_wait.labels(cls).observe(event.wait_s)
         elif event.kind == "first_token":
             self.ttft.labels(cls).observe(event.elapsed_s)
+        elif event.outcome is Outcome.YIELDED:
+            self.yielded.inc()
+            return
         elif event.kind == "rejected":
             self.rejected.labels(cls, str(event.outcome)).inc()
         elif event.outcome is Outcome.FINISH:

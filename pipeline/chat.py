@@ -22,7 +22,7 @@ from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, St
 from pipeline.forced_call import ForcedCallReader
 from pipeline.prepare import check_model, prepare_generation
 from pipeline.rate_limit import RateLimiter
-from pipeline.refusal import Refusal
+from pipeline.refusal import YIELDED, Refusal
 from pipeline.usage import UsageLedger, UsageTotals
 from scheduler.loop import Scheduler
 from scheduler.outcome import Outcome
@@ -75,8 +75,9 @@ class ChatPipeline:
         """Everything that can refuse before any answer exists; raises Refusal."""
         try:
             return await self._start(call)
-        except Refusal:
-            self.usage.record(call.caller.name, UsageTotals(requests=1, rejections=1))
+        except Refusal as refusal:
+            if refusal.code != YIELDED:  # a batch line's try, not an answer: it runs again
+                self.usage.record(call.caller.name, UsageTotals(requests=1, rejections=1))
             raise
 
     async def _start(self, call: ChatCall) -> ChatRun:
@@ -130,7 +131,7 @@ class ChatPipeline:
         self.limiter.check_tokens(caller, prompt.num_tokens)
         request = Request(request_id=request_id, priority=priority, score=score, prompt=prompt, params=params,
                           caller=caller.name, max_parallel=caller.limits.max_parallel,
-                          max_queued=caller.limits.max_queued)
+                          max_queued=caller.limits.max_queued, background=call.hints.batch)
         try:
             ticket = self.scheduler.submit(request)
         except SchedulerError as exc:
@@ -161,6 +162,7 @@ class ChatRun:
         self.completion_tokens = 0
         self.queue_wait_s = 0.0
         self.refused = False
+        self.yielded = False  # a batch line that gave its slot back: no answer, so no usage; it runs again
         self._released = False
 
     @property
@@ -200,6 +202,7 @@ class ChatRun:
             self.queue_wait_s = event.queue_wait_s
         elif isinstance(event, Refused):
             self.refused = True
+            self.yielded = event.refusal.code == YIELDED
 
     def release(self) -> None:
         if self._released:
@@ -207,8 +210,10 @@ class ChatRun:
         self._released = True
         if self.ticket is not None:
             self.pipeline.scheduler.cancel(self.ticket)
-            self.pipeline.limiter.spend(self.call.caller, self.completion_tokens)
+            self.pipeline.limiter.spend(self.call.caller, 0 if self.yielded else self.completion_tokens)
         self.pipeline.cache.release(self.plan)
+        if self.yielded:
+            return
         if self.ticket is not None or self.hit is not None:  # else the queue refused it: start() counts that
             self.pipeline.usage.record(self.call.caller.name, UsageTotals(
                 requests=1, prompt_tokens=self.prompt_tokens if self.hit is None else 0,

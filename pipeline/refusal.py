@@ -5,6 +5,8 @@ from __future__ import annotations
 from scheduler.outcome import Outcome
 from scheduler.request import SchedulerError
 
+YIELDED = "yielded_to_interactive"  # a batch line's: it is tried again, not answered
+
 _STATUS: dict[Outcome, tuple[int, str]] = {
     Outcome.QUEUE_FULL: (429, "queue_full"),
     Outcome.DISPLACED: (429, "queue_displaced"),
@@ -17,6 +19,7 @@ _STATUS: dict[Outcome, tuple[int, str]] = {
     Outcome.DISCONNECT: (499, "client_disconnected"),
     Outcome.ENGINE_ERROR: (500, "engine_error"),
     Outcome.ENGINE_REJECTED: (400, "upstream_rejected"),
+    Outcome.YIELDED: (503, YIELDED),
 }
 
 

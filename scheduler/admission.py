@@ -23,7 +23,10 @@ class AdmissionController:
     prefilled in the same engine step would delay it. For the same reason at most
     `lower_prefills` lower requests prefill at once (None: any number) while `high_traffic` (a
     high request arrived within the last half minute): where prompts prefill on the CPU threads
-    that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them."""
+    that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them.
+
+    Background requests (batch lines) count against `background_slots`, which the scheduler sets
+    from scheduler/background.py before it tries one, and prefill as lower requests do."""
 
     def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
                  high_reserve: float = 0.0, upper: int | None = None, lower_prefills: int | None = None) -> None:
@@ -42,10 +45,16 @@ class AdmissionController:
         self.high_traffic = False
         self._lower_prefilling: set[RequestKey] = set()
         self.tokens_in_use = 0
+        self.background_slots = 0
+        self._background: set[RequestKey] = set()
 
     @property
     def running(self) -> int:
         return len(self._running)
+
+    @property
+    def background_running(self) -> int:
+        return len(self._background)
 
     @property
     def free_slots(self) -> int:
@@ -73,6 +82,11 @@ class AdmissionController:
         rounded down (one of llama.cpp's 16; none of a `max_concurrency` of 2)."""
         return int(self.upper * self.high_reserve)
 
+    def background_fill(self) -> int:
+        """The engine's slots background work may fill while nothing else runs: all of them, since
+        it gives them back the moment an interactive request comes (scheduler/background.py)."""
+        return self.upper
+
     def _has_slot(self, priority: PriorityClass, high_waiting: bool) -> bool:
         if priority is PriorityClass.HIGH:
             return len(self._high) < self.slots_for(priority) and len(self._running) < self.upper
@@ -98,9 +112,12 @@ class AdmissionController:
         return self.token_budget is None or self.cost(request) <= self.token_budget
 
     def fits(self, request: Request, high_waiting: bool = False) -> bool:
+        slot = (self._lower_may_prefill() and len(self._background) < self.background_slots
+                and len(self._running) < self.background_fill()) if request.background else (
+            self._has_slot(request.priority, high_waiting))
         return (
             not self.paused
-            and self._has_slot(request.priority, high_waiting)
+            and slot
             and (self.token_budget is None or self.tokens_in_use + self.cost(request) <= self.token_budget)
         )
 
@@ -113,6 +130,8 @@ class AdmissionController:
             self._high_prefilling.add(request.key)
         elif self.lower_prefills is not None:
             self._lower_prefilling.add(request.key)
+        if request.background:
+            self._background.add(request.key)
 
     def first_token(self, key: RequestKey) -> bool:
         """Whether this ends a prefill that held lower requests back, so they may start now."""
@@ -127,3 +146,4 @@ class AdmissionController:
         self._high.discard(key)
         self._high_prefilling.discard(key)
         self._lower_prefilling.discard(key)
+        self._background.discard(key)

@@ -66,6 +66,8 @@ class Controller:
         """One step of the adaptive running limit, from the TPOT measured since the last step."""
         s = self.state
         tpot, running = s.pace.take()
+        if tpot is not None and running > 0:
+            s.background.line.add(running, tpot)
         before = s.admission.max_concurrency, s.admission.high_slots
         s.admission.max_concurrency = s.limit.update(tpot, running)
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())

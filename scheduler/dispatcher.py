@@ -59,10 +59,9 @@ class Dispatcher:
         try:
             await self._generate(ticket)
         except asyncio.CancelledError:
-            outcome = Outcome.SHUTDOWN if self.state.closed else Outcome.DISCONNECT
+            outcome, message = self._cancelled(request)
             await self.state.engine.abort(request.engine_id)
-            message = "the server is shutting down" if self.state.closed else "the request was cancelled"
-            ticket.events.put_nowait(SchedulerError(outcome, message))
+            ticket.events.put_nowait(SchedulerError(outcome, message, 0 if outcome is Outcome.YIELDED else None))
         except EngineRejected as exc:
             outcome = Outcome.ENGINE_REJECTED
             ticket.events.put_nowait(SchedulerError(outcome, str(exc)))
@@ -76,7 +75,8 @@ class Dispatcher:
         finally:
             self.state.tasks.pop(request.key, None)
             self._release(request)
-            self.state.drain.record(self.state.clock() - (request.dispatched_at or request.arrival))
+            if not request.background:  # the door's figures are interactive work's
+                self.state.drain.record(self.state.clock() - (request.dispatched_at or request.arrival))
             self.ledger.finish(request, outcome)
             self.dispatch()
 
@@ -108,6 +108,28 @@ class Dispatcher:
         if request.priority is PriorityClass.HIGH and first is not None:
             s.high_demand.finished(first - (request.dispatched_at or first), decoded, s.limit.target_s)
 
+    def _cancelled(self, request: Request) -> tuple[Outcome, str]:
+        if self.state.closed:
+            return Outcome.SHUTDOWN, "the server is shutting down"
+        if request.preempted:
+            return Outcome.YIELDED, "this background request gave its slot to interactive work; try it again"
+        return Outcome.DISCONNECT, "the request was cancelled"
+
+    def yield_background(self) -> None:
+        """Background requests over their share give their slots back, the newest first (they have
+        the fewest tokens to lose). Called when an interactive request arrives."""
+        s = self.state
+        if not s.admission.background_running:
+            return
+        running = [s.tickets[key].request for key in s.tasks if s.tickets[key].request.background]
+        over = sum(not r.preempted for r in running) - s.background_slots()
+        newest = sorted((r for r in running if not r.preempted), key=lambda r: r.dispatched_at or 0.0, reverse=True)
+        for request in newest[:max(0, over)]:
+            request.preempted = True
+            s.tasks[request.key].cancel()
+        if over > 0:
+            log.debug("preempted %d background requests for interactive work", over)
+
     def _never_ran(self, ticket: Ticket, task: asyncio.Task) -> None:
         """A task cancelled before its first step never enters `_run`, so its cleanup is here."""
         s, request = self.state, ticket.request
@@ -115,11 +137,13 @@ class Dispatcher:
             return  # `_run` ran and cleaned up
         s.tasks.pop(request.key)
         self._release(request)
-        outcome = Outcome.SHUTDOWN if s.closed else Outcome.DISCONNECT
-        ticket.events.put_nowait(SchedulerError(outcome, "the request was cancelled"))
+        outcome, message = self._cancelled(request)
+        ticket.events.put_nowait(SchedulerError(outcome, message, 0 if outcome is Outcome.YIELDED else None))
         self.ledger.finish(request, outcome)
         self.dispatch()
 
     def _release(self, request: Request) -> None:
         self.state.admission.release(request.key)
         self.state.share.ended(request)
+        if not request.background:
+            self.state.background.seen_interactive(self.state.clock())

@@ -102,6 +102,8 @@ class Scheduler:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def submit(self, request: Request) -> Ticket:
+        if request.background:
+            return self._submit_background(request)
         try:
             self._check_submittable(request)
             request.score = self.state.pressure.weight(request.priority, request.score)
@@ -126,7 +128,31 @@ class Scheduler:
         log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
                   request.priority.value, request.score, len(self.queue))
         self.dispatcher.dispatch()
+        self.state.background.seen_interactive(request.arrival)
+        self.dispatcher.yield_background()
         self._check_queued_limit(request)
+        return ticket
+
+    def _submit_background(self, request: Request) -> Ticket:
+        """Background work starts at once on idle capacity or not at all (503 `yielded`, tried
+        again by its owner): it never waits in the queue in front of anyone, nor passes the door."""
+        self._check_submittable(request)
+        request.arrival = self.clock()
+        self.admission.background_slots = self.state.background_slots()
+        if len(self.queue) or not self.admission.fits(request):
+            raise SchedulerError(Outcome.YIELDED, "no idle capacity for background work now; try it again", 0)
+        ticket = Ticket(request)
+        request.engine_id = self.state.engine_ids.take(request.request_id)
+        self.state.tickets[request.key] = ticket
+        self.state.share.joining(request, self.queue)
+        self.queue.push(request)
+        self.state.share.joined(request, self.queue)
+        self.dispatcher.dispatch()
+        if request.key in self.queue:  # its caller's own running limit, or high traffic, holds it back
+            self.queue.remove(request.key)
+            self.state.tickets.pop(request.key)
+            self.state.engine_ids.drop(request.engine_id)
+            raise SchedulerError(Outcome.YIELDED, "no idle capacity for background work now; try it again", 0)
         return ticket
 
     def _check_queued_limit(self, request: Request) -> None:
@@ -211,10 +237,11 @@ class Scheduler:
         return self.ledger.finished_info(key)
 
     def idle_slots(self) -> int:
-        """Low slots of the running limit nobody uses or waits for: where background work (batch
-        lines) may start without queueing in front of anyone."""
-        admission = self.state.admission
-        return admission.slots_for(PriorityClass.LOW) - admission.running - len(self.state.queue)
+        """Slots background work (batch lines) may start on now (scheduler/background.py)."""
+        a = self.state.admission
+        if len(self.state.queue) or a.paused:
+            return 0
+        return max(0, min(self.state.background_slots() - a.background_running, a.background_fill() - a.running))
 
     def recent_wait_s(self) -> float:
         return self.ledger.recent_wait_s()

@@ -21,6 +21,7 @@ class Outcome(str, Enum):
     SHUTDOWN = "shutdown"
     ENGINE_ERROR = "engine_error"
     ENGINE_REJECTED = "engine_rejected"  # the engine found the request invalid (an upstream's 4xx)
+    YIELDED = "yielded"  # background work gave its slot to interactive work, or found none idle
 
     def __str__(self) -> str:
         return self.value

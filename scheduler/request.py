@@ -54,6 +54,8 @@ class Request:
     state: RequestState = RequestState.QUEUED
     dispatched_at: float | None = None
     engine_id: str = ""  # the id the engine runs it under, unique among live requests; the scheduler sets it
+    background: bool = False  # a batch line: runs only on capacity interactive work leaves (scheduler/background.py)
+    preempted: bool = False  # background work told to give its slot back
 
     @property
     def key(self) -> RequestKey:

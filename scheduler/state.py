@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from engine.base import EngineBackend
 from scheduler.admission import AdmissionController
+from scheduler.background import BackgroundShare
 from scheduler.caller_share import CallerShare
 from scheduler.engine_ids import EngineIds
 from scheduler.estimate import ArrivalRates, DrainEstimator
@@ -39,6 +40,7 @@ class SchedulerState:
     admission: AdmissionController
     pressure: PressureMonitor
     share: CallerShare
+    background: BackgroundShare
     drain: DrainEstimator = field(default_factory=DrainEstimator)
     arrivals: ArrivalRates = field(default_factory=ArrivalRates)
     high_demand: HighDemand = field(default_factory=HighDemand)
@@ -61,7 +63,15 @@ class SchedulerState:
         fair = config.fair_share
         share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
         return cls(config, engine, clock, PriorityQueue(config.aging_per_s), limit, admission,
-                   PressureMonitor(config.pressure), share)
+                   PressureMonitor(config.pressure), share,
+                   BackgroundShare(config.background.slowdown, config.background.quiet_s))
+
+    def background_slots(self) -> int:
+        """Background sequences the engine may hold now (background work never waits in the queue,
+        so every waiter is interactive)."""
+        a = self.admission
+        interactive = a.running - a.background_running + len(self.queue)
+        return self.background.slots(interactive, self.clock(), a.max_concurrency, a.background_fill())
 
     def before_response(self, request_key: RequestKey) -> bool:
         """Whether the client still has no 200: a waiter whose stream opened could not retry a

@@ -321,6 +321,18 @@ class LimitConfig(Section):
         "counts only its own class against the limit."))
 
 
+class BackgroundConfig(Section):
+    """Background work (batch lines): alone it fills the engine, beside interactive requests it takes
+    only what slows them by `slowdown`, and it yields the rest the moment they come."""
+
+    slowdown: float = Field(0.1, ge=0.0, le=10.0, description=(
+        "How much longer interactive requests' time per output token may grow with background work beside "
+        "them (0.1: 10 %), as the fitted line of TPOT against the batch predicts; 0: background runs only "
+        "while no interactive request does."))
+    quiet_s: float = Field(2.0, ge=0.0, description=(
+        "Seconds without an interactive request before background work may fill the engine's slots."))
+
+
 class FairShareConfig(Section):
     """Inside a class, the least-served caller goes next (service = weighted tokens)."""
 
@@ -357,6 +369,7 @@ class SchedulerConfig(Section):
     slo: SloConfig = Field(default_factory=SloConfig)
     limit: LimitConfig = Field(default_factory=LimitConfig)
     fair_share: FairShareConfig = Field(default_factory=FairShareConfig)
+    background: BackgroundConfig = Field(default_factory=BackgroundConfig)
 
 
 class SimilarCacheConfig(Section):

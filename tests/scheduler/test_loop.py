@@ -367,3 +367,53 @@ async def test_a_request_cancelled_as_it_is_dispatched_frees_its_slot():
     assert sched.admission.running == 0 and sched.admission.tokens_in_use == 0
     assert sched.finished_info(ticket.key)["outcome"] == "disconnect"
     await stop(sched)
+
+
+async def test_background_work_fills_the_engine_alone_and_yields_all_of_it_to_an_interactive_arrival():
+    clock = FakeClock()
+    sched = await started(slots=10, latency_ms=20, clock=clock)
+    sched.admission.max_concurrency = 4  # the running limit: TPOT for people, and nobody waits on a token
+    assert sched.idle_slots() == 10  # every engine slot: they are given back when someone comes
+    background = [sched.submit(make_request(P.LOW, max_tokens=1000, background=True)) for _ in range(10)]
+    assert sched.admission.running == 10 and sched.idle_slots() == 0
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(P.LOW, background=True))
+    assert err.value.kind is Outcome.YIELDED and err.value.retry_after_s == 0
+    low = sched.submit(make_request(P.LOW, max_tokens=5))  # the cost of a batch line beside it is unknown
+    ends = [(await events_until_done(t))[-1] for t in background]
+    assert all(isinstance(e, SchedulerError) and e.kind is Outcome.YIELDED for e in ends)
+    assert (await events_until_done(low))[-1].finish_reason == "length"  # whole, alone in the engine
+    assert sched.engine.stats().running == 0 and sched.idle_slots() == 0  # quiet for less than quiet_s
+    clock.advance(sched.config.background.quiet_s)
+    assert sched.idle_slots() == 10
+    await stop(sched)
+
+
+async def test_beside_interactive_work_background_keeps_what_slows_it_by_the_allowed_share():
+    sched = await started(slots=20, latency_ms=20)
+    sched.admission.max_concurrency = 12
+    for n in range(1, 17):  # TPOT 20 ms alone, 1 ms more per sequence
+        sched.state.background.line.add(n, 0.02 + 0.001 * n)
+    background = [sched.submit(make_request(P.LOW, max_tokens=1000, background=True)) for _ in range(10)]
+    interactive = [sched.submit(make_request(P.MEDIUM, max_tokens=1000)) for _ in range(2)]
+    # 0.1 x (20 ms + 2 x 1 ms) / 1 ms: two background sequences stay, the eight newest give way
+    ends = [(await events_until_done(t))[-1] for t in background[2:]]
+    assert all(isinstance(e, SchedulerError) and e.kind is Outcome.YIELDED for e in ends)
+    assert sched.admission.background_running == 2
+    assert [t.request.preempted for t in background[:2]] == [False, False]
+    assert sched.idle_slots() == 0
+    for ticket in background[:2] + interactive:
+        sched.cancel(ticket)
+    await stop(sched)
+
+
+async def test_background_work_never_waits_in_the_queue():
+    sched = await started(slots=2, latency_ms=20)
+    sched.submit(make_request(P.LOW, max_tokens=1000))
+    sched.submit(make_request(P.LOW, max_tokens=1000))
+    sched.submit(make_request(P.LOW, max_tokens=5))  # waits for a slot
+    assert sched.idle_slots() == 0
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(P.LOW, background=True))
+    assert err.value.kind is Outcome.YIELDED and len(sched.queue) == 1
+    await stop(sched)

@@ -1,0 +1,33 @@
+"""How many background sequences (batch lines) the engine may hold: work that runs only on
+capacity interactive traffic leaves, and yields the moment that traffic needs it.
+
+Alone, after interactive traffic has been quiet for `quiet_s`, background work may fill the engine's
+slots, past the running limit: the limit keeps TPOT for people waiting on each token, and nobody
+is. Beside interactive requests it may add only what slows them by `slowdown` (their TPOT, as the
+fitted line of TPOT against the batch predicts it) and what the running limit has left. Whatever
+background holds over that when an interactive request arrives is preempted (aborted and tried
+again later): its lines lose their tokens so far, people lose nothing."""
+
+from __future__ import annotations
+
+from scheduler.tpot_line import TpotLine
+
+
+class BackgroundShare:
+    """Pure: the slots background work may hold, from the interactive load and the clock."""
+
+    def __init__(self, slowdown: float, quiet_s: float) -> None:
+        self.slowdown = slowdown
+        self.quiet_s = quiet_s
+        self.line = TpotLine()
+        self.last_interactive_s = float("-inf")  # when an interactive request last arrived or ended
+
+    def seen_interactive(self, now: float) -> None:
+        self.last_interactive_s = now
+
+    def slots(self, interactive: int, now: float, limit: int, fill: int) -> int:
+        """`interactive`: interactive requests running or waiting; `limit`: the running limit;
+        `fill`: the engine's slots background may fill when alone."""
+        if interactive == 0 and now - self.last_interactive_s >= self.quiet_s:
+            return fill
+        return max(0, min(limit - interactive, self.line.extra_within(interactive, self.slowdown), fill))

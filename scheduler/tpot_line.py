@@ -1,0 +1,46 @@
+"""TPOT against the number of sequences running, as a line `a + b * n` fitted to the running
+limit's readings, older ones fading. Background work reads it to ask what one more sequence costs
+the interactive ones beside it: on a GPU almost nothing (b is tiny next to a), on a CPU much more.
+Least squares over all recent readings, not the limit's two-point estimates, since the question is
+asked at counts the limit has not read lately."""
+
+from __future__ import annotations
+
+_MEMORY = 0.98  # each new reading keeps this much of the weight of those before: about 50 readings
+_MIN_WEIGHT = 4.0  # fewer readings than this say nothing
+_MIN_SPREAD = 0.25  # nor do readings all at one count (variance of n)
+
+
+class TpotLine:
+    """Pure: fed (running, TPOT) readings, it answers how many more sequences fit a slowdown."""
+
+    def __init__(self) -> None:
+        self._w = self._n = self._t = self._nn = self._nt = 0.0
+
+    def add(self, running: float, tpot_s: float) -> None:
+        self._w, self._n, self._t, self._nn, self._nt = (
+            _MEMORY * self._w + 1, _MEMORY * self._n + running, _MEMORY * self._t + tpot_s,
+            _MEMORY * self._nn + running * running, _MEMORY * self._nt + running * tpot_s)
+
+    def fit(self) -> tuple[float, float] | None:
+        """(a, b): TPOT alone and the cost of each sequence more; None while the readings cannot say."""
+        if self._w < _MIN_WEIGHT:
+            return None
+        mean_n, mean_t = self._n / self._w, self._t / self._w
+        spread = self._nn / self._w - mean_n * mean_n
+        if spread < _MIN_SPREAD:
+            return None
+        slope = (self._nt / self._w - mean_n * mean_t) / spread
+        return mean_t - slope * mean_n, slope
+
+    def extra_within(self, running: int, slowdown: float) -> int:
+        """Sequences that may join `running` ones while their TPOT grows by at most `slowdown` (0.1:
+        10 %); 0 while the cost is unknown, and as many as asked for where it is not measurable."""
+        fit = self.fit()
+        if fit is None:
+            return 0
+        alone, slope = fit
+        if slope <= 0:
+            return 1 << 30
+        now = max(alone + slope * max(running, 1), slope)
+        return int(slowdown * now / slope + 1e-9)
