@@ -117,7 +117,8 @@ def main() -> int:
     finally:
         own.stop()
     peak = max(level.tok_s for level in cal.levels)
-    note(f"{engine_name}: peak {peak:.0f} tok/s, C_slo {cal.c_slo:.2f} req/s")
+    note(f"{engine_name}: peak {peak:.0f} tok/s, C_slo {cal.c_slo:.2f} req/s; closed loop tok/s by concurrency: "
+         + ", ".join(f"{level.concurrency}: {level.tok_s:.0f}" for level in cal.levels))
     ours = start("ours", args.engine, kv, ["scheduler.slo.tpot_s=0.1", "scheduler.slo.ttft_s=1"])
     try:
         alone = asyncio.run(run_batch(ours.url, args.lines, time.perf_counter()))

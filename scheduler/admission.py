@@ -25,6 +25,9 @@ class AdmissionController:
     high request arrived within the last half minute): where prompts prefill on the CPU threads
     that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them.
 
+    While `unbounded` (the engine alone would serve the present load on time) the running limit
+    does not bind lower classes, only the engine's slots and the share kept for high do.
+
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
     from scheduler/background.py before it tries one, and prefill as lower requests do."""
 
@@ -46,6 +49,7 @@ class AdmissionController:
         self._lower_prefilling: set[RequestKey] = set()
         self.tokens_in_use = 0
         self.background_slots = 0
+        self.unbounded = False  # the engine alone serves the present load on time: see scheduler/demand.py
         self._background: set[RequestKey] = set()
 
     @property
@@ -64,7 +68,8 @@ class AdmissionController:
         if priority is PriorityClass.HIGH:
             return min(self.upper, max(self.max_concurrency, self.high_slots))
         kept = int(self.max_concurrency * self.high_reserve) if high_waiting else 0
-        return max(1, min(self.max_concurrency - kept, self.upper - self._engine_reserve()))
+        limit = self.upper if self.unbounded else self.max_concurrency
+        return max(1, min(limit - kept, self.upper - self._engine_reserve()))
 
     def high_fills_limit(self) -> bool:
         """Whether high traffic alone keeps the running limit busy, past the share kept for it:

@@ -1,9 +1,9 @@
 """How many background sequences (batch lines) the engine may hold: work that runs only on
 capacity interactive traffic leaves, and yields the moment that traffic needs it.
 
-Alone, after interactive traffic has been quiet for `quiet_s`, background work may fill the engine's
-slots, past the running limit: the limit keeps TPOT for people waiting on each token, and nobody
-is. Beside interactive requests it may add only what slows them by `slowdown` (their TPOT, as the
+Alone, after interactive traffic has been quiet for `quiet_s`, background work may fill the engine,
+past the running limit (the limit keeps TPOT for people waiting on each token, and nobody is), to
+the count that gives the most tokens/s (scheduler/fill.py). Beside interactive requests it may add only what slows them by `slowdown` (their TPOT, as the
 fitted line of TPOT against the batch predicts it) and what the running limit has left. Whatever
 background holds over that when an interactive request arrives is preempted (aborted and tried
 again later): its lines lose their tokens so far, people lose nothing."""
@@ -16,10 +16,10 @@ from scheduler.tpot_line import TpotLine
 class BackgroundShare:
     """Pure: the slots background work may hold, from the interactive load and the clock."""
 
-    def __init__(self, slowdown: float, quiet_s: float) -> None:
+    def __init__(self, slowdown: float, quiet_s: float, line: TpotLine) -> None:
         self.slowdown = slowdown
         self.quiet_s = quiet_s
-        self.line = TpotLine()
+        self.line = line
         self.last_interactive_s = float("-inf")  # when an interactive request last arrived or ended
 
     def seen_interactive(self, now: float) -> None:

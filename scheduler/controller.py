@@ -31,6 +31,7 @@ class Controller:
         while True:
             await asyncio.sleep(_TICK_S)
             self.expire_waiters()
+            s.demand.sample(s.clock(), s.interactive())
             if s.clock() >= next_sample:
                 next_sample = s.clock() + s.config.pressure.interval_s
                 self.sample_pressure()
@@ -67,17 +68,28 @@ class Controller:
         s = self.state
         tpot, running = s.pace.take()
         if tpot is not None and running > 0:
-            s.background.line.add(running, tpot)
-        before = s.admission.max_concurrency, s.admission.high_slots
+            s.tpot_line.add(running, tpot)
+        before = s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded
         s.admission.max_concurrency = s.limit.update(tpot, running)
+        s.admission.unbounded = s.demand.served_on_time(s.tpot_line.fit(), s.config.slo.tpot_s)
+        self._search_fill()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)
         s.admission.high_busy = s.high_demand.busy(high_rate)
         s.admission.high_traffic = high_rate > 0
-        if (s.admission.max_concurrency, s.admission.high_slots) != before:
-            log.debug("running limit %d -> %d, high slots %d (tpot=%.3fs over %.1f running)", before[0],
-                      s.admission.max_concurrency, s.admission.high_slots, tpot or 0.0, running)
+        if (s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded) != before:
+            log.debug("running limit %d -> %d, high slots %d, unbounded %s (tpot=%.3fs over %.1f running, mean "
+                      "demand %.1f)", before[0], s.admission.max_concurrency, s.admission.high_slots,
+                      s.admission.unbounded, tpot or 0.0, running, s.demand.mean)
             self.dispatcher.dispatch()
+
+    def _search_fill(self) -> None:
+        s, a = self.state, self.state.admission
+        s.fill.begin(a.max_concurrency, s.clock())
+        if s.interactive() == 0 and a.background_running > 0:
+            s.fill.sample(s.clock(), s.tokens_out, a.background_fill())
+        else:
+            s.fill.interrupted()
 
     def set_upper(self) -> None:
         """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""

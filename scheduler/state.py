@@ -14,10 +14,12 @@ from engine.base import EngineBackend
 from scheduler.admission import AdmissionController
 from scheduler.background import BackgroundShare
 from scheduler.caller_share import CallerShare
+from scheduler.demand import Demand
 from scheduler.engine_ids import EngineIds
 from scheduler.estimate import ArrivalRates, DrainEstimator
 from scheduler.events import Listener
 from scheduler.fair_share import VirtualTokenCounter
+from scheduler.fill import FillSearch
 from scheduler.high_demand import HighDemand
 from scheduler.idle_waits import IdleWaits
 from scheduler.limit import ConcurrencyLimit
@@ -25,6 +27,7 @@ from scheduler.pace import PrefillWatch, TokenPace
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
 from scheduler.request import RequestKey, Ticket
+from scheduler.tpot_line import TpotLine
 from settings.schema import SchedulerConfig
 
 NO_SLOT_LIMIT = 4096  # the running limit's ceiling when neither the config nor the engine sets one
@@ -40,7 +43,10 @@ class SchedulerState:
     admission: AdmissionController
     pressure: PressureMonitor
     share: CallerShare
+    tpot_line: TpotLine
     background: BackgroundShare
+    demand: Demand
+    fill: FillSearch
     drain: DrainEstimator = field(default_factory=DrainEstimator)
     arrivals: ArrivalRates = field(default_factory=ArrivalRates)
     high_demand: HighDemand = field(default_factory=HighDemand)
@@ -49,6 +55,7 @@ class SchedulerState:
     engine_ids: EngineIds = field(default_factory=EngineIds)
     idle_waits: IdleWaits = field(default_factory=IdleWaits)
     closed: bool = False
+    tokens_out: int = 0  # every output token the engine gave, for the background fill's search
     tickets: dict[RequestKey, Ticket] = field(default_factory=dict)  # by caller and id: each caller's ids are its own
     tasks: dict[RequestKey, asyncio.Task] = field(default_factory=dict)
     finished: OrderedDict[RequestKey, dict] = field(default_factory=OrderedDict)
@@ -62,16 +69,22 @@ class SchedulerState:
                                         upper=limit.upper)
         fair = config.fair_share
         share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
+        line = TpotLine()
         return cls(config, engine, clock, PriorityQueue(config.aging_per_s), limit, admission,
-                   PressureMonitor(config.pressure), share,
-                   BackgroundShare(config.background.slowdown, config.background.quiet_s))
+                   PressureMonitor(config.pressure), share, line,
+                   BackgroundShare(config.background.slowdown, config.background.quiet_s, line),
+                   Demand(config.limit.demand_window_s), FillSearch(config.background.fill_period_s))
 
     def background_slots(self) -> int:
         """Background sequences the engine may hold now (background work never waits in the queue,
         so every waiter is interactive)."""
         a = self.admission
-        interactive = a.running - a.background_running + len(self.queue)
-        return self.background.slots(interactive, self.clock(), a.max_concurrency, a.background_fill())
+        fill = min(a.background_fill(), self.fill.level or a.max_concurrency)
+        return self.background.slots(self.interactive(), self.clock(), a.max_concurrency, fill)
+
+    def interactive(self) -> int:
+        """Interactive requests running or waiting."""
+        return self.admission.running - self.admission.background_running + len(self.queue)
 
     def before_response(self, request_key: RequestKey) -> bool:
         """Whether the client still has no 200: a waiter whose stream opened could not retry a

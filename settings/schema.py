@@ -316,6 +316,10 @@ class LimitConfig(Section):
         "The share of requests whose own TPOT the set point is trimmed to keep within the objective "
         "(0: a fixed headroom)."))
     interval_s: float = Field(1.0, ge=0.05, description="Control period: one step of the limit per interval.")
+    demand_window_s: float = Field(20.0, ge=0.0, description=(
+        "Seconds the interactive load (requests running or waiting) is averaged over; while the engine alone "
+        "would keep TPOT within the objective at that mean, as the fitted TPOT line predicts, the limit does not "
+        "hold lower classes back (bursts run at once, as on the engine alone); 0: the limit always binds."))
     high_reserve: float = Field(0.1, ge=0.0, le=0.9, description=(
         "Share of the running limit (rounded down) and of the queue kept from low and medium requests; high "
         "counts only its own class against the limit."))
@@ -330,7 +334,10 @@ class BackgroundConfig(Section):
         "them (0.1: 10 %), as the fitted line of TPOT against the batch predicts; 0: background runs only "
         "while no interactive request does."))
     quiet_s: float = Field(2.0, ge=0.0, description=(
-        "Seconds without an interactive request before background work may fill the engine's slots."))
+        "Seconds without an interactive request before background work may fill the engine."))
+    fill_period_s: float = Field(20.0, ge=1.0, description=(
+        "How long each try of the search for the number of background sequences that gives the engine its most "
+        "tokens/s alone is measured."))
 
 
 class FairShareConfig(Section):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.background import BackgroundShare
+from scheduler.demand import Demand
+from scheduler.fill import FillSearch
 from scheduler.tpot_line import TpotLine
 
 
@@ -45,12 +47,57 @@ def test_older_readings_fade() -> None:
 
 
 def test_alone_and_quiet_it_fills_beside_interactive_it_takes_its_share() -> None:
-    share = BackgroundShare(slowdown=0.1, quiet_s=2.0)
-    share.line = fed(0.02, 0.001)
+    share = BackgroundShare(slowdown=0.1, quiet_s=2.0, line=fed(0.02, 0.001))
     assert share.slots(0, now=100.0, limit=6, fill=15) == 15  # nothing interactive seen yet
     share.seen_interactive(100.0)
     assert share.slots(0, now=101.0, limit=6, fill=15) == 2  # quiet for 1 s only: 0.1 x 0.021 / 0.001
     assert share.slots(4, now=101.0, limit=6, fill=15) == 2
     assert share.slots(5, now=101.0, limit=6, fill=15) == 1  # the running limit's room is the bound
     assert share.slots(0, now=102.0, limit=6, fill=15) == 15
-    assert BackgroundShare(slowdown=0.0, quiet_s=2.0).slots(3, now=0.0, limit=6, fill=15) == 0
+    assert BackgroundShare(slowdown=0.0, quiet_s=2.0, line=fed(0.02, 0.001)).slots(3, now=0.0, limit=6, fill=15) == 0
+
+
+def test_a_load_the_engine_serves_on_time_alone_is_not_held_back_and_one_it_cannot_is() -> None:
+    demand = Demand(window_s=20.0)
+    fit = (0.03, 0.003)  # TPOT 30 ms alone, 3 ms more per sequence: the objective of 0.1 s holds to 23
+    assert not demand.served_on_time(fit, 0.1)  # nothing sampled yet
+    for t in range(60):  # a minute of Poisson-like bursts around 20 in the system
+        demand.sample(float(t), 36 if t % 5 == 0 else 16)
+    assert 16 < demand.mean < 23 and demand.served_on_time(fit, 0.1)
+    assert not demand.served_on_time(None, 0.1)  # the cost of a sequence unknown: the limit binds
+    for t in range(60, 80):  # over capacity: the queue keeps growing
+        demand.sample(float(t), 30 + (t - 60) * 2)
+    assert not demand.served_on_time(fit, 0.1)
+    assert not Demand(window_s=0.0).served_on_time(fit, 0.1)
+    sudden = Demand(window_s=20.0)
+    sudden.sample(0.0, 0)
+    sudden.sample(1.0, 200)  # a queue of 200 after a quiet spell: TPOT 0.63 s if all ran at once
+    assert sudden.mean < 23 and not sudden.served_on_time(fit, 0.1)
+
+
+def climb(rate_of, start: int = 8, upper: int = 64, periods: int = 40) -> list[int]:
+    """The levels a search visits against an engine whose tokens/s at each level is `rate_of`."""
+    search, now, tokens, seen = FillSearch(period_s=10.0), 0.0, 0, []
+    search.begin(start, now)
+    for _ in range(periods * 14):
+        now += 1.0
+        tokens += int(rate_of(search.level))
+        search.sample(now, tokens, upper)
+        seen.append(search.level)
+    return seen
+
+
+def test_the_fill_climbs_to_the_engines_best_rate_and_stays_near_it() -> None:
+    seen = climb(lambda n: 1000 * n / (n + 20) if n <= 24 else 545 - 10 * (n - 24))  # best at 24
+    assert 18 <= max(set(seen[-200:]), key=seen[-200:].count) <= 30  # most of the time at the best
+    assert max(seen) <= 40
+
+
+def test_the_fill_goes_down_where_fewer_give_more() -> None:
+    seen = climb(lambda n: 100 - 3 * n, start=16)  # llama.cpp on two cores: fewer lines, more tokens
+    assert max(set(seen[-200:]), key=seen[-200:].count) <= 3
+
+
+def test_at_the_engines_slots_the_fill_stays_there() -> None:
+    seen = climb(lambda n: 10.0 * n, start=40, upper=48)  # a GPU: more is always better
+    assert max(set(seen[-200:]), key=seen[-200:].count) == 48

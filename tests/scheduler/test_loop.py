@@ -373,7 +373,9 @@ async def test_background_work_fills_the_engine_alone_and_yields_all_of_it_to_an
     clock = FakeClock()
     sched = await started(slots=10, latency_ms=20, clock=clock)
     sched.admission.max_concurrency = 4  # the running limit: TPOT for people, and nobody waits on a token
-    assert sched.idle_slots() == 10  # every engine slot: they are given back when someone comes
+    assert sched.idle_slots() == 4  # the search for the most tokens/s starts from the running limit
+    sched.state.fill.level = 12  # and has found it past the engine's slots
+    assert sched.idle_slots() == 10
     background = [sched.submit(make_request(P.LOW, max_tokens=1000, background=True)) for _ in range(10)]
     assert sched.admission.running == 10 and sched.idle_slots() == 0
     with pytest.raises(SchedulerError) as err:
@@ -416,4 +418,29 @@ async def test_background_work_never_waits_in_the_queue():
     with pytest.raises(SchedulerError) as err:
         sched.submit(make_request(P.LOW, background=True))
     assert err.value.kind is Outcome.YIELDED and len(sched.queue) == 1
+    await stop(sched)
+
+
+async def test_while_the_engine_alone_would_serve_the_load_on_time_the_limit_holds_nothing_back():
+    clock = FakeClock()
+    sched = await started(slots=20, latency_ms=20, clock=clock, limit=LimitConfig(initial=4))
+    for n in range(1, 17):  # TPOT 30 ms alone, 3 ms more per sequence: the 0.1 s objective holds to 23
+        sched.state.tpot_line.add(n, 0.03 + 0.003 * n)
+    for _ in range(30):
+        clock.advance(1.0)
+        sched.state.demand.sample(clock(), 10)
+    sched.adjust_limit()
+    assert sched.admission.max_concurrency == 4 and sched.admission.unbounded
+    lows = [sched.submit(make_request(P.LOW, max_tokens=1000)) for _ in range(20)]
+    assert sched.admission.running == 18 and len(sched.queue) == 2  # the engine's slots but the two kept for high
+    assert sched.submit(make_request(P.HIGH, max_tokens=5)).request.state.value == "running"
+    for _ in range(30):  # then a load past what the engine serves on time
+        clock.advance(1.0)
+        sched.state.demand.sample(clock(), 40)
+    sched.adjust_limit()
+    assert not sched.admission.unbounded
+    for ticket in lows[:10]:
+        sched.cancel(ticket)
+    await asyncio.sleep(0.05)
+    assert sched.admission.running >= 9 and len(sched.queue) == 2  # nothing lower starts over the limit now
     await stop(sched)
