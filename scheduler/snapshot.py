@@ -28,6 +28,8 @@ class Snapshot:
     waiting: dict[PriorityClass, int]
     running: int
     limit: int  # the running limit now (adaptive)
+    unbounded: bool  # the engine alone would serve the interactive load on time: the limit does not bind
+    background_fill: int  # batch lines the engine holds at most when nothing else runs (0: not searched yet)
     max_concurrency: int  # the limit's upper bound
     adaptive: bool
     measured_tpot_s: float | None
@@ -62,6 +64,8 @@ def snapshot(s: Scheduler) -> Snapshot:
         waiting={c: s.queue.count(c) for c in PriorityClass},
         running=admission.running,
         limit=admission.max_concurrency,
+        unbounded=admission.unbounded,
+        background_fill=s.state.fill.level,
         max_concurrency=s.limit.upper,
         adaptive=s.config.limit.adaptive,
         measured_tpot_s=s.limit.tpot_s,

@@ -17,6 +17,8 @@ def overall_status(snap: Snapshot) -> dict:
         "waiting_total": snap.waiting_total,
         "running": snap.running,
         "slots": snap.limit,
+        "unbounded": snap.unbounded,
+        "background_fill": snap.background_fill,
         "free_slots": snap.free_slots,
         "max_concurrency": snap.max_concurrency,
         "adaptive_limit": snap.adaptive,
