@@ -18,6 +18,7 @@ import asyncio
 import io
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,19 +51,20 @@ class BatchRun:
         return self.completion_tokens / max(1e-9, self.ended_s - self.started_s)
 
 
-def batch_file(lines: int) -> bytes:
+def batch_file(lines: int, first: int) -> bytes:
+    """Prompts from `first` on: each run its own, so no answer comes from the cache or an engine's prefix cache."""
     rows = [{"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
-             "body": {"model": MODEL_NAME, "messages": [{"role": "user", "content": prompt_for(100_000 + i)}],
+             "body": {"model": MODEL_NAME, "messages": [{"role": "user", "content": prompt_for(first + i)}],
                       "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE}} for i in range(lines)]
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
-async def run_batch(url: str, lines: int, t0: float, until: asyncio.Event | None = None) -> BatchRun:
+async def run_batch(url: str, lines: int, t0: float, first: int, until: asyncio.Event | None = None) -> BatchRun:
     """Upload, create, poll every half second to the end (or, with `until`, until it is set: the
     batch is then cancelled and its tokens so far counted)."""
     out = BatchRun(lines)
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        up = await client.post("/v1/files", files={"file": ("b.jsonl", io.BytesIO(batch_file(lines)))},
+        up = await client.post("/v1/files", files={"file": ("b.jsonl", io.BytesIO(batch_file(lines, first)))},
                                data={"purpose": "batch"})
         up.raise_for_status()
         made = await client.post("/v1/batches", json={"input_file_id": up.json()["id"], "completion_window": "24h",
@@ -94,7 +96,7 @@ async def interactive_with_batch(server: ServerProcess, load: float, capacity: f
                                  ) -> tuple[Run, BatchRun]:
     t0 = time.perf_counter()
     stop = asyncio.Event()
-    batch = asyncio.create_task(run_batch(server.url, lines, t0, stop))
+    batch = asyncio.create_task(run_batch(server.url, lines, t0, 200_000, stop))
     await timed_sleep("batch filling the engine", 5.0)
     run = await run_load(server, load, capacity, duration_s, 1, 5.0)
     stop.set()
@@ -119,9 +121,11 @@ def main() -> int:
     peak = max(level.tok_s for level in cal.levels)
     note(f"{engine_name}: peak {peak:.0f} tok/s, C_slo {cal.c_slo:.2f} req/s; closed loop tok/s by concurrency: "
          + ", ".join(f"{level.concurrency}: {level.tok_s:.0f}" for level in cal.levels))
-    ours = start("ours", args.engine, kv, ["scheduler.slo.tpot_s=0.1", "scheduler.slo.ttft_s=1"])
+    data = tempfile.mkdtemp(prefix="bench-batch-")  # no batch left over from another run resumes here
+    ours = start("ours", args.engine, kv, ["scheduler.slo.tpot_s=0.1", "scheduler.slo.ttft_s=1",
+                                          f"batches.path={data}/batches.sqlite3"])
     try:
-        alone = asyncio.run(run_batch(ours.url, args.lines, time.perf_counter()))
+        alone = asyncio.run(run_batch(ours.url, args.lines, time.perf_counter(), 100_000))
         without = asyncio.run(run_load(ours, args.load, cal.c_slo, args.duration, 1, 5.0))
         with_batch, during = asyncio.run(interactive_with_batch(ours, args.load, cal.c_slo, args.duration, args.lines))
     finally:
