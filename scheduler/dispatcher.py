@@ -106,6 +106,8 @@ class Dispatcher:
         batch_tpot = s.pace.since(batch_mark)
         if decoded >= _MIN_DECODED and first is not None and last is not None and batch_tpot:
             s.limit.finished((last - first) / decoded, batch_tpot)
+        if request.background and first is not None and last is not None and request.dispatched_at is not None:
+            s.background.finished(first - request.dispatched_at, last - request.dispatched_at)
         if request.priority is PriorityClass.HIGH and first is not None:
             s.high_demand.finished(first - (request.dispatched_at or first), decoded, s.limit.target_s)
 

@@ -33,14 +33,14 @@ class TpotLine:
         slope = (self._nt / self._w - mean_n * mean_t) / spread
         return mean_t - slope * mean_n, slope
 
-    def extra_within(self, running: int, slowdown: float) -> int:
+    def extra_within(self, running: int, slowdown: float, share_each: float = 0.0) -> int:
         """Sequences that may join `running` ones while their TPOT grows by at most `slowdown` (0.1:
-        10 %); 0 while the cost is unknown, and as many as asked for where it is not measurable."""
+        10 %), each also taking `share_each` of the engine's time besides its decode (its prefill,
+        which stalls every step on a CPU); 0 while the cost is unknown, and as many as asked for
+        where it is not measurable."""
         fit = self.fit()
         if fit is None:
             return 0
         alone, slope = fit
-        if slope <= 0:
-            return 1 << 30
-        now = max(alone + slope * max(running, 1), slope)
-        return int(slowdown * now / slope + 1e-9)
+        each = max(0.0, slope) / max(alone + slope * max(running, 1), slope, 1e-9) + share_each
+        return int(slowdown / each + 1e-9) if each > 0 else 1 << 30

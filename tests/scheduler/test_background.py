@@ -101,3 +101,14 @@ def test_the_fill_goes_down_where_fewer_give_more() -> None:
 def test_at_the_engines_slots_the_fill_stays_there() -> None:
     seen = climb(lambda n: 10.0 * n, start=40, upper=48)  # a GPU: more is always better
     assert max(set(seen[-200:]), key=seen[-200:].count) == 48
+
+
+def test_a_lines_prefill_counts_against_the_slowdown_too() -> None:
+    line = fed(0.02, 0.001)
+    assert line.extra_within(4, 0.1) == 2  # 0.1 x 0.024 / 0.001, by decode alone
+    assert line.extra_within(4, 0.1, share_each=0.05) == 1  # 0.1 / (0.042 + 0.05)
+    share = BackgroundShare(slowdown=0.1, quiet_s=2.0, line=line)
+    for _ in range(100):
+        share.finished(prefill_s=0.25, life_s=5.0)  # a twentieth of its life prefilling
+    share.seen_interactive(0.0)
+    assert share.slots(4, now=0.5, limit=20, fill=30) == 1
