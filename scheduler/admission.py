@@ -25,8 +25,9 @@ class AdmissionController:
     high request arrived within the last half minute): where prompts prefill on the CPU threads
     that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them.
 
-    While `unbounded` (the engine alone would serve the present load on time) the running limit
-    does not bind lower classes, only the engine's slots and the share kept for high do.
+    While `unbounded` (the engine alone would serve the present load on time) neither the running
+    limit nor `lower_prefills` binds lower classes, only the engine's slots and the share kept for
+    high do: the engine alone would have run them all, its prompts prefilled together.
 
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
     from scheduler/background.py before it tries one, and prefill as lower requests do."""
@@ -100,7 +101,7 @@ class AdmissionController:
     def _lower_may_prefill(self) -> bool:
         if self._high_prefilling:
             return False
-        return (self.lower_prefills is None or not self.high_traffic
+        return (self.lower_prefills is None or not self.high_traffic or self.unbounded
                 or len(self._lower_prefilling) < self.lower_prefills)
 
     def has_any_slot(self, high_waiting: bool = False) -> bool:
