@@ -26,8 +26,8 @@ class AdmissionController:
     that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them.
 
     While `unbounded` (the engine alone would serve the present load on time) neither the running
-    limit nor `lower_prefills` binds lower classes, only the engine's slots and the share kept for
-    high do: the engine alone would have run them all, its prompts prefilled together.
+    limit nor `lower_prefills` binds lower classes, only `burst_cap`, the engine's slots and the
+    share kept for high do: the engine alone would have run them all, its prompts prefilled together.
 
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
     from scheduler/background.py before it tries one, and prefill as lower requests do."""
@@ -51,6 +51,7 @@ class AdmissionController:
         self.tokens_in_use = 0
         self.background_slots = 0
         self.unbounded = False  # the engine alone serves the present load on time: see scheduler/demand.py
+        self.burst_cap = 0  # ...and runs this many at most meanwhile
         self._background: set[RequestKey] = set()
 
     @property
@@ -69,7 +70,7 @@ class AdmissionController:
         if priority is PriorityClass.HIGH:
             return min(self.upper, max(self.max_concurrency, self.high_slots))
         kept = int(self.max_concurrency * self.high_reserve) if high_waiting else 0
-        limit = self.upper if self.unbounded else self.max_concurrency
+        limit = max(self.max_concurrency, min(self.upper, self.burst_cap)) if self.unbounded else self.max_concurrency
         return max(1, min(limit - kept, self.upper - self._engine_reserve()))
 
     def high_fills_limit(self) -> bool:

@@ -71,7 +71,9 @@ class Controller:
             s.tpot_line.add(running, tpot)
         before = s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded
         s.admission.max_concurrency = s.limit.update(tpot, running)
-        s.admission.unbounded = s.demand.served_on_time(s.tpot_line.fit(), s.limit.target_s)
+        fit = s.tpot_line.fit()
+        s.admission.unbounded = s.demand.served_on_time(fit, s.limit.target_s)
+        s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
         self._search_fill()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)

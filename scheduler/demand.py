@@ -40,4 +40,15 @@ class Demand:
         if fit is None or self.window_s <= 0 or self._at is None:
             return False
         alone, slope = fit
-        return alone + slope * self.mean <= objective_s and alone + slope * self.now <= _BURST * objective_s
+        return alone + slope * self.mean <= objective_s and self.now <= self.burst_cap(fit, objective_s)
+
+    @staticmethod
+    def burst_cap(fit: tuple[float, float] | None, objective_s: float) -> int:
+        """The most requests a burst may run at once: where the line reaches twice `objective_s`.
+        Checked at each start, so a load that turns past capacity floods the engine for at most one
+        control interval (at 3x on vLLM's CPU build a flood of lows, each holding its slot for its
+        whole answer, held highs' first tokens 5 s)."""
+        if fit is None:
+            return 0
+        alone, slope = fit
+        return 1 << 30 if slope <= 0 else max(0, int((_BURST * objective_s - alone) / slope))
