@@ -114,12 +114,12 @@ def test_a_lines_prefill_counts_against_the_slowdown_too() -> None:
     assert share.slots(4, now=0.5, limit=20, fill=30) == 1
 
 
-def test_a_burst_runs_at_once_up_to_a_quarter_over_the_set_point_and_no_further() -> None:
+def test_a_burst_runs_at_once_up_to_half_over_the_set_point_and_no_further() -> None:
     fit = (0.03, 0.003)
-    assert Demand.burst_cap(fit, 0.1) == 31  # (0.125 - 0.03) / 0.003
+    assert Demand.burst_cap(fit, 0.1) == 40  # (0.15 - 0.03) / 0.003
     assert Demand.burst_cap(None, 0.1) == 0 and Demand.burst_cap((0.03, 0.0), 0.1) > 1000
     demand = Demand(window_s=20.0)
     for t in range(30):
         demand.sample(float(t), 10)
-    demand.sample(30.0, 40)  # past the cap this moment
+    demand.sample(30.0, 41)  # past the cap this moment
     assert not demand.served_on_time(fit, 0.1)
