@@ -44,7 +44,7 @@ def build_runner(config: Config, store: BatchStore, pipeline: ChatPipeline, sche
         request_id = f"batch-{uuid.uuid4().hex}"
         try:
             params = parse_body(body)
-            call = ChatCall(caller=caller, params=params, hints=PriorityHints(batch=True), request_id=request_id)
+            call = ChatCall(caller=caller, params=params, hints=PriorityHints(batch=True, batch_line=True), request_id=request_id)
             chat = await pipeline.start(call)
         except Refusal as exc:
             return _refused(exc, request_id)

@@ -43,6 +43,7 @@ class PriorityHints:
     header: str | None = None
     batch: bool = False
     background: bool = False
+    batch_line: bool = False  # a Batch API line: runs on idle capacity only (scheduler/background.py)
 
 
 @dataclass(slots=True)
@@ -131,7 +132,7 @@ class ChatPipeline:
         self.limiter.check_tokens(caller, prompt.num_tokens)
         request = Request(request_id=request_id, priority=priority, score=score, prompt=prompt, params=params,
                           caller=caller.name, max_parallel=caller.limits.max_parallel,
-                          max_queued=caller.limits.max_queued, background=call.hints.batch)
+                          max_queued=caller.limits.max_queued, background=call.hints.batch_line)
         try:
             ticket = self.scheduler.submit(request)
         except SchedulerError as exc:
