@@ -116,12 +116,7 @@ class Scheduler:
             if exc.kind is not Outcome.DUPLICATE_ID:
                 self.ledger.emit(QueueEvent("rejected", request.priority, exc.kind, caller=request.caller))
             raise
-        ticket = Ticket(request)
-        request.engine_id = self.state.engine_ids.take(request.request_id)
-        self.state.tickets[request.key] = ticket
-        self.state.share.joining(request, self.queue)
-        self.queue.push(request)
-        self.state.share.joined(request, self.queue)
+        ticket = self._enqueue(request)
         self.state.arrivals.record(request.priority, request.arrival)
         if request.priority is PriorityClass.HIGH:
             self.admission.high_traffic = True
@@ -141,28 +136,34 @@ class Scheduler:
         self.admission.background_slots = self.state.background_slots()
         if len(self.queue) or not self.admission.fits(request):
             raise SchedulerError(Outcome.YIELDED, "no idle capacity for background work now; try it again", 0)
+        ticket = self._enqueue(request)
+        self.dispatcher.dispatch()
+        if request.key in self.queue:  # its caller's own running limit, or high traffic, holds it back
+            self._dequeue(request)
+            raise SchedulerError(Outcome.YIELDED, "no idle capacity for background work now; try it again", 0)
+        return ticket
+
+    def _enqueue(self, request: Request) -> Ticket:
         ticket = Ticket(request)
         request.engine_id = self.state.engine_ids.take(request.request_id)
         self.state.tickets[request.key] = ticket
         self.state.share.joining(request, self.queue)
         self.queue.push(request)
         self.state.share.joined(request, self.queue)
-        self.dispatcher.dispatch()
-        if request.key in self.queue:  # its caller's own running limit, or high traffic, holds it back
-            self.queue.remove(request.key)
-            self.state.tickets.pop(request.key)
-            self.state.engine_ids.drop(request.engine_id)
-            raise SchedulerError(Outcome.YIELDED, "no idle capacity for background work now; try it again", 0)
         return ticket
+
+    def _dequeue(self, request: Request) -> None:
+        """Undoes `_enqueue` for a request refused after it: it never was."""
+        self.queue.remove(request.key)
+        self.state.tickets.pop(request.key)
+        self.state.engine_ids.drop(request.engine_id)
 
     def _check_queued_limit(self, request: Request) -> None:
         """A caller's `max_queued` counts what still waits once the queue has run what it can."""
         waiting = self.queue.waiting_of(request.caller)
         if request.max_queued is None or request.key not in self.queue or waiting <= request.max_queued:
             return
-        self.queue.remove(request.key)
-        self.state.tickets.pop(request.key)
-        self.state.engine_ids.drop(request.engine_id)
+        self._dequeue(request)
         self.ledger.emit(QueueEvent("rejected", request.priority, Outcome.RATE_LIMITED, caller=request.caller))
         log.info("reject id=%s caller=%s class=%s reason=max_queued", request.request_id, request.caller,
                  request.priority.value)
