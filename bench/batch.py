@@ -76,7 +76,7 @@ async def run_batch(url: str, lines: int, t0: float, first: int, until: asyncio.
         while True:
             state = (await client.get(f"/v1/batches/{batch_id}")).json()
             counts = state["request_counts"]
-            out.progress.append((time.perf_counter() - t0, counts["completed"] + counts["failed"]))
+            out.progress.append((time.perf_counter() - t0, counts["completed"]))  # a cancel fails the rest at once
             bar.update(counts["completed"] + counts["failed"])
             if state["status"] in ("completed", "failed", "expired", "cancelled"):
                 break
@@ -163,7 +163,7 @@ def plot(path: str, run: Run, batch: BatchRun) -> None:
 
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5))
     top.plot([t for t, _ in batch.progress], [n for _, n in batch.progress])
-    top.set_ylabel("batch lines done")
+    top.set_ylabel("batch lines answered")
     for cls, colour in (("high", "tab:red"), ("low", "tab:blue")):
         sent = [r.sent_s for r in run.records if r.cls == cls]
         bottom.eventplot([sent], colors=colour, lineoffsets=1 if cls == "high" else 0, linelengths=0.8)
