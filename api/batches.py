@@ -1,11 +1,7 @@
-"""OpenAI's Files and Batch APIs (`/v1/files`, `/v1/batches`) over the batch store, and how one
-batch line is answered: through the same parse and pipeline as `POST /v1/chat/completions`, in
-batch mode, as its owner. Every read and change is the caller's own."""
+"""OpenAI's Files and Batch APIs (`/v1/files`, `/v1/batches`) over the batch store (how a line is
+answered: api/batch_lines.py). Every read and change is the caller's own."""
 
 from __future__ import annotations
-
-import uuid
-from dataclasses import replace
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -14,73 +10,13 @@ from starlette.formparsers import MultiPartException
 
 from api.auth import identify
 from api.body import read_object
-from api.chat import parse_body
 from api.deps import batch_runner_of, services_of
 from api.errors import APIError
-from api.relay import collect
 from batches import shapes
-from batches.runner import Answer, BatchRunner
 from batches.store import BatchStore, StorageFull, new_id
-from pipeline.caller import Caller, Keyring
-from pipeline.chat import ChatCall, ChatPipeline, PriorityHints
-from pipeline.events import Refused
-from pipeline.refusal import YIELDED, Refusal
-from protocols.json_bounds import BoundError, JsonBounds
-from protocols.openai_chat.render import CompletionFormat, error_body
-from scheduler.loop import Scheduler
-from settings.schema import Config
+from pipeline.caller import Caller
 
 router = APIRouter()
-_RETRIED = {429, 503}  # capacity and rate limits: the line waits and tries again
-
-
-def build_runner(config: Config, store: BatchStore, pipeline: ChatPipeline, scheduler: Scheduler,
-                 keyring: Keyring) -> BatchRunner:
-    def owner(name: str, namespace: str) -> Caller | None:
-        caller = keyring.by_name(name)
-        return replace(caller, cache_namespace=namespace) if caller is not None else None
-
-    async def run(caller: Caller, endpoint: str, body: dict) -> Answer:
-        request_id = f"batch-{uuid.uuid4().hex}"
-        try:
-            params = parse_body(body)
-            call = ChatCall(caller=caller, params=params, hints=PriorityHints(batch=True, batch_line=True), request_id=request_id)
-            chat = await pipeline.start(call)
-        except Refusal as exc:
-            return _refused(exc, request_id)
-        try:
-            last, _ = await collect(chat.events())
-        finally:
-            chat.release()
-        if isinstance(last, Refused):
-            return _refused(last.refusal, request_id)
-        fmt = CompletionFormat.start(chat.request_id, pipeline.engine.capabilities.model, params.include_reasoning)
-        return Answer(200, fmt.body(last), request_id)
-
-    server = config.server
-    bounds = JsonBounds(server.max_json_depth, server.max_schema_bytes)
-
-    def check_chat(body: dict) -> None:
-        """As `POST /v1/chat/completions` checks its body (run in a thread by the runner)."""
-        try:
-            bounds.check(body)
-            parse_body(body)
-        except BoundError as exc:
-            raise ValueError(f"body.{exc.param}: {exc}" if exc.param else f"body: {exc}") from None
-        except Refusal as exc:
-            message = exc.message[:300]
-            raise ValueError(f"body.{exc.param}: {message}" if exc.param else f"body: {message}") from None
-
-    batches = config.batches
-    return BatchRunner(store, run, check_chat, scheduler.idle_slots, owner, batches.max_lines, server.max_body_bytes,
-                       batches.max_parallel)
-
-
-def _refused(refusal: Refusal, request_id: str) -> Answer:
-    if refusal.code == YIELDED:
-        return Answer(refusal.status, error_body(refusal), request_id, 0.0, yielded=True)
-    retry = float(refusal.retry_after_s or 1) if refusal.status in _RETRIED else None
-    return Answer(refusal.status, error_body(refusal), request_id, retry)
 
 
 # files

@@ -19,7 +19,7 @@ from api.relay import complete_response, rendered, run_headers, stream_response,
 from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.events import Event, Finished
-from protocols.openai_chat.request import describe
+from protocols.openai_chat.request import ChatCompletionRequest, describe
 from protocols.openai_chat.tools import ToolParamError, check_tools
 from protocols.openai_responses.render import EventWriter, ResponseShape, listed, new_id
 from protocols.openai_responses.request import (
@@ -37,6 +37,7 @@ from protocols.openai_responses.request import (
 from protocols.openai_responses.to_chat import chat_request
 from responses.sealed import ReasoningSeal, SealError
 from responses.store import ChainBroken, ChainedStore, StoredResponse
+from wiring import Services
 
 log = logging.getLogger("gpt_oss_webui.api")
 router = APIRouter()
@@ -46,12 +47,11 @@ router = APIRouter()
 async def create_response(request: Request) -> Response:
     services = services_of(request)
     caller = identify(request)
-    body, items, shape, hosted = await _parse(request, caller)
-    seal = services.reasoning_seal
-    if "reasoning.encrypted_content" in (body.include or ()):
-        shape.seal = lambda text: seal.seal(text, caller.name)
-    history = await _history(services.responses, body, caller)
-    chat = _chat(body, _unsealed(seal, history + items, caller), shape)
+    body, items, shape, hosted = parse_request(await read_object(request), services.engine.capabilities.model)
+    if hosted:
+        log.info("responses: tools this server cannot run were not shown to the model: caller=%s tools=%s",
+                 caller.name, ",".join(hosted))
+    chat = await chat_of(services, caller, body, items, shape)
     hints = PriorityHints(request.headers.get("x-priority"), background=body.background)
     call = ChatCall(caller=caller, params=chat, hints=hints, request_id=shape.id,
                     cache_control=request.headers.get("cache-control", ""), streamed=body.stream)
@@ -59,7 +59,7 @@ async def create_response(request: Request) -> Response:
     run = await unless_client_leaves(request, services.pipeline.start(call))
     if run is None:
         return Response(status_code=499)
-    keep = _Keeper(services.responses, caller, body, items)
+    keep = Keeper(services.responses, caller, body, items)
     if body.background:
         queued = shape.envelope("queued", [])
         await keep(queued)
@@ -117,9 +117,11 @@ async def list_input_items(request: Request, response_id: str, limit: int = 20, 
             "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
 
 
-async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]:
-    services = services_of(request)
-    data = await read_object(request)
+Parsed = tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]  # the body, its items, the answer's shape, hosted tools
+
+
+def parse_request(data: dict, model: str) -> Parsed:
+    """A Responses body checked as `POST /v1/responses` checks it (a batch line too); APIError names the problem."""
     if (unknown := unknown_request_field(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
     body = validate(data, ResponsesRequest)
@@ -134,10 +136,24 @@ async def _parse(request: Request, caller: Caller) -> tuple[ResponsesRequest, li
         check_include(body)
     except ResponsesInputError as exc:
         raise APIError(400, str(exc), param=exc.param, code=exc.code) from None
-    if hosted:
-        log.info("responses: tools this server cannot run were not shown to the model: caller=%s tools=%s",
-                 caller.name, ",".join(hosted))
-    return body, items, ResponseShape(new_id("resp"), services.engine.capabilities.model, body, tools, custom), hosted
+    return body, items, ResponseShape(new_id("resp"), model, body, tools, custom), hosted
+
+
+def checked_chat(data: dict, model: str) -> ChatCompletionRequest:
+    """A body checked whole before anything runs (a batch line's): its chain and sealed reasoning
+    are read when it runs."""
+    body, items, shape, _ = parse_request(data, model)
+    return _chat(body, items, shape)
+
+
+async def chat_of(services: Services, caller: Caller, body: ResponsesRequest, items: list[Item],
+                  shape: ResponseShape) -> ChatCompletionRequest:
+    """The chat request the response runs as: the stored chain before it, sealed reasoning opened."""
+    seal = services.reasoning_seal
+    if "reasoning.encrypted_content" in (body.include or ()):
+        shape.seal = lambda text: seal.seal(text, caller.name)
+    history = await _history(services.responses, body, caller)
+    return _chat(body, _unsealed(seal, history + items, caller), shape)
 
 
 async def _history(store: ChainedStore, body: ResponsesRequest, caller: Caller) -> list[Item]:
@@ -170,7 +186,7 @@ def _unsealed(seal: ReasoningSeal, items: list[Item], caller: Caller) -> list[It
     return out
 
 
-def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape):
+def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape) -> ChatCompletionRequest:
     try:
         chat = chat_request(body, items, [*shape.tools, *(t.as_function() for t in shape.custom)])
     except ValidationError as exc:
@@ -186,7 +202,7 @@ def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape):
     return chat
 
 
-class _Keeper:
+class Keeper:
     """Stores a finished response (with `store: true`), the write committed before the client
     hears it completed."""
 
@@ -200,7 +216,7 @@ class _Keeper:
                                                 self.body.previous_response_id, response, self.items))
 
 
-async def _stream(first: Event, events: AsyncIterator[Event], shape: ResponseShape, keep: _Keeper
+async def _stream(first: Event, events: AsyncIterator[Event], shape: ResponseShape, keep: Keeper
                   ) -> AsyncIterator[str]:
     writer = EventWriter(shape, keep)
     for line in writer.begin():

@@ -13,7 +13,7 @@ from fastapi.openapi.utils import get_openapi
 
 from api.access import router as access_router
 from api.admin_keys import router as admin_keys_router
-from api.batches import build_runner
+from api.batch_lines import build_runner
 from api.batches import router as batches_router
 from api.errors import install_error_handlers
 from api.messages import router as messages_router
@@ -37,8 +37,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     answering 503 forever."""
 
     background_responses = BackgroundResponses()  # the API's own: `background: true` responses
-    batch_runner = build_runner(services.config, services.batches, services.pipeline, services.scheduler,
-                                services.keyring)
+    batch_runner = build_runner(services)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -10,9 +10,9 @@ from typing import Any
 
 from batches.store import Line
 
-ENDPOINTS = ("/v1/chat/completions",)
+ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 MAX_ERRORS = 100  # validation errors named in a failed batch; the count says how many more
-CheckBody = Callable[[dict], None]  # raises ValueError naming the problem, as the endpoint would answer 400
+CheckBody = Callable[[str, dict], None]  # (endpoint, body); raises ValueError naming the problem, as the endpoint would answer 400
 
 
 def new_batch(batch_id: str, input_file_id: str, endpoint: str, window: str, metadata: dict | None,
@@ -78,7 +78,7 @@ def checked_line(batch_id: str, number: int, row: bytes, endpoint: str, check: C
         raise ValueError("body must be a JSON object")
     if body.get("stream"):
         raise ValueError("body.stream: a batch request cannot stream")
-    check(body)
+    check(endpoint, body)
     return Line(batch_id, number, custom_id, json.dumps(body, ensure_ascii=False))
 
 

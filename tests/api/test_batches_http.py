@@ -90,6 +90,57 @@ def test_validation_names_each_bad_line_and_runs_none(tmp_path, rows, where) -> 
         assert live.services.pipeline.usage.report(0, 2**40) == {}  # nothing ran
 
 
+def response_line(i: int, **body) -> dict:
+    return {"custom_id": f"resp-{i}", "method": "POST", "url": "/v1/responses",
+            "body": {"model": "sim", "input": f"Question {i}", "max_output_tokens": 8, **body}}
+
+
+def test_a_responses_batch_stores_and_chains_each_answer_for_its_owner_only(tmp_path) -> None:
+    with live_server(KEYS, f"batches.path={tmp_path / 'b.sqlite3'}", f"responses.path={tmp_path / 'r.sqlite3'}"
+                     ) as live:
+        alice, bob = live.client(api_key="sk-alice-0001"), live.client(api_key="sk-bob-00001")
+        first, bobs = alice.responses.create(model="sim", input="Hello"), bob.responses.create(model="sim", input="Hi")
+        rows = [response_line(0), response_line(1, instructions="Be brief."), response_line(2, store=False),
+                response_line(3, previous_response_id=first.id), response_line(4, previous_response_id=bobs.id)]
+        uploaded = alice.files.create(file=("in.jsonl", jsonl(rows)), purpose="batch")
+        done = wait_done(alice, alice.batches.create(input_file_id=uploaded.id, endpoint="/v1/responses",
+                                                     completion_window="24h").id)
+        assert done.status == "completed" and (done.request_counts.completed, done.request_counts.failed) == (4, 1)
+        out = {o["custom_id"]: o["response"] for o in map(json.loads, alice.files.content(done.output_file_id).text.splitlines())}
+        assert sorted(out) == ["resp-0", "resp-1", "resp-2", "resp-3"]
+        for answer in out.values():
+            body = answer["body"]
+            assert answer["status_code"] == 200 and answer["request_id"] == body["id"]
+            assert body["object"] == "response" and body["status"] == "incomplete" and body["usage"]["output_tokens"] == 8
+            assert any(item["type"] == "message" for item in body["output"])
+        assert out["resp-1"]["body"]["instructions"] == "Be brief."
+        chained = alice.responses.retrieve(out["resp-3"]["body"]["id"])  # stored for its owner, on the chain
+        assert chained.previous_response_id == first.id
+        with pytest.raises(openai.NotFoundError):  # not stored with store: false
+            alice.responses.retrieve(out["resp-2"]["body"]["id"])
+        with pytest.raises(openai.NotFoundError):  # another caller's answer is not bob's to read
+            bob.responses.retrieve(out["resp-0"]["body"]["id"])
+        [error] = [json.loads(x) for x in alice.files.content(done.error_file_id).text.splitlines()]
+        assert error["custom_id"] == "resp-4" and error["response"]["status_code"] == 404  # bob's chain is not alice's
+
+
+@pytest.mark.parametrize("row, where", [
+    (response_line(2, background=True), "body.background"),
+    (response_line(2, frobnicate=1), "body.frobnicate"),
+    (response_line(2, input=[]), "body.input"),
+    (response_line(2, tool_choice="required"), "body.tool_choice"),
+    (line(2), "url"),
+])
+def test_a_responses_line_is_checked_as_post_v1_responses_checks_it(tmp_path, row, where) -> None:
+    with live_server(f"batches.path={tmp_path / 'b.sqlite3'}") as live:
+        client = live.client()
+        uploaded = client.files.create(file=("in.jsonl", jsonl([response_line(1), row])), purpose="batch")
+        done = wait_done(client, client.batches.create(input_file_id=uploaded.id, endpoint="/v1/responses",
+                                                       completion_window="24h").id)
+        [err] = done.errors.data
+        assert done.status == "failed" and err.line == 2 and where in err.message
+
+
 def test_bad_requests_to_the_api_are_400s_in_openais_shape(tmp_path) -> None:
     with live_server(f"batches.path={tmp_path / 'b.sqlite3'}", "batches.max_file_bytes=2048") as live:
         client = live.client()
