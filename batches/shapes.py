@@ -84,8 +84,8 @@ def checked_line(batch_id: str, number: int, row: bytes, endpoint: str, check: C
 
 def checked_file(batch_id: str, content: bytes, endpoint: str, check: CheckBody, max_lines: int, max_bytes: int
                  ) -> tuple[list[Line], list[dict]]:
-    """Every line checked (in a thread: a large file takes seconds); any failure of a check is the
-    line's error, never the batch runner's."""
+    """Every line checked (in a thread: a large file takes seconds), in the order they are to run;
+    any failure of a check is the line's error, never the batch runner's."""
     rows, whole = rows_of(content, max_lines)
     if whole is not None:
         return [], [whole]
@@ -102,7 +102,16 @@ def checked_file(batch_id: str, content: bytes, endpoint: str, check: CheckBody,
         if len(errors) >= MAX_ERRORS:
             errors.append(error("too_many_errors", f"checking stopped after {MAX_ERRORS} bad requests", number))
             break
-    return lines, errors
+    return sorted(lines, key=_prompt_key), errors
+
+
+def _prompt_key(line: Line) -> str:
+    """The start of the prompt a line's body makes (tools, instructions, then the messages), so
+    that sorting on it puts lines with a shared prefix next to each other: run together, the
+    engine's prefix cache still holds what they share."""
+    body = json.loads(line.body)
+    return json.dumps([body.get("tools"), body.get("instructions"), body.get("messages", body.get("input"))],
+                      ensure_ascii=False)
 
 
 def output_line(custom_id: str, request_id: str, status: int, body: dict) -> dict:

@@ -30,6 +30,7 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS lines (batch_id TEXT NOT NULL, line INTEGER NOT NULL, custom_id TEXT NOT NULL,
        body TEXT NOT NULL, state TEXT NOT NULL, result TEXT, PRIMARY KEY (batch_id, line))""",
     "CREATE INDEX IF NOT EXISTS lines_by_state ON lines (batch_id, state, line)",
+    "CREATE INDEX IF NOT EXISTS lines_to_run ON lines (batch_id, state)",  # by rowid: the order they were stored
 )
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
 PENDING, DONE, FAILED = "pending", "done", "failed"  # a line's states: an answer goes to output, a failure to errors
@@ -195,7 +196,7 @@ class BatchStore:
 
     async def pending(self, batch_id: str, skip: set[int], limit: int) -> list[Line]:
         async with self._file.connected().execute(
-                "SELECT line, custom_id, body FROM lines WHERE batch_id = ? AND state = ? ORDER BY line LIMIT ?",
+                "SELECT line, custom_id, body FROM lines WHERE batch_id = ? AND state = ? ORDER BY rowid LIMIT ?",
                 (batch_id, PENDING, limit + len(skip))) as cur:
             rows = [row async for row in cur if row[0] not in skip]
         return [Line(batch_id, row[0], row[1], row[2]) for row in rows[:limit]]
