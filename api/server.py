@@ -105,7 +105,7 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     services.batch_runner = batch_runner
     app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu, services.pipeline.abandoned,
                                 services.pipeline.usage, services.pipeline.tool_calls,
-                                lambda: (batch_runner.lines_running, batch_runner.unfinished))
+                                batch_runner.lines_of)
     app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes,
                        uploads={"/gradio_api/upload": services.config.ui.max_upload_bytes,
                                 "/v1/files": services.config.batches.max_file_bytes + 65_536})  # the form around it

@@ -52,6 +52,7 @@ class _Batch:
     tries: dict[int, int] = field(default_factory=dict)
     exhausted: bool = False  # no pending line was found the last time one was looked for
     failures: int = 0
+    pending: int = 0  # lines not answered yet (running ones too), kept as they end: read at every scrape
 
 
 class BatchRunner:
@@ -73,6 +74,11 @@ class BatchRunner:
     def unfinished(self) -> int:
         return len(self._batches)
 
+    def lines_of(self) -> dict[str, tuple[str, int, int]]:
+        """Every unfinished batch's owner, lines in the engine and lines waiting to run."""
+        return {batch_id: (b.owner, len(b.running), max(0, b.pending - len(b.running)))
+                for batch_id, b in self._batches.items()}
+
     def running_of(self, owner: str | None) -> dict[str, int]:
         """Lines in the engine now per batch, of one owner's batches (None: everyone's)."""
         return {batch_id: len(b.running) for batch_id, b in self._batches.items() if owner in (None, b.owner)}
@@ -80,7 +86,8 @@ class BatchRunner:
     async def load(self) -> None:
         """Every batch the last process left unfinished, to resume where it stopped."""
         for owner, namespace, state in await self.store.unfinished():
-            self._batches[state["id"]] = _Batch(owner, namespace, state)
+            pending = (await self.store.counts(state["id"])).get("pending", 0)
+            self._batches[state["id"]] = _Batch(owner, namespace, state, pending=pending)
         if self._batches:
             log.info("resuming %d unfinished batches", len(self._batches))
 
@@ -152,6 +159,7 @@ class BatchRunner:
             new = {**state, "status": "in_progress", "in_progress_at": now,
                    "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
         await self._change(batch, new, "validating", lines=lines)
+        batch.pending = len(lines) if batch.state["status"] == "in_progress" else 0
 
     async def _change(self, batch: _Batch, new: dict, was: str, **changes: Any) -> None:
         """The batch's next state, kept only once stored; where a cancel came first, the store's."""
@@ -241,6 +249,7 @@ class BatchRunner:
             await self.store.finish_line(line.batch_id, line.line, state,
                                          shapes.output_line(line.custom_id, answer.request_id, answer.status, answer.body))
             batch.tries.pop(line.line, None)
+            batch.pending -= 1
         finally:
             batch.running.pop(line.line, None)
             self._wake.set()

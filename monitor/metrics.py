@@ -31,7 +31,7 @@ class CacheCounts(Protocol):
 class Metrics:
     def __init__(self, scheduler: Scheduler, cache: CacheCounts | None, gpu: GpuMonitor | None,
                  abandoned: Mapping[str, int], usage: UsageLedger, tool_calls: Mapping[str, int] | None = None,
-                 batch_lines: Callable[[], tuple[int, int]] | None = None) -> None:
+                 batch_lines: Callable[[], dict[str, tuple[str, int, int]]] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.admitted = Counter("gptoss_requests_admitted", "Requests admitted into the engine", ["priority"], registry=r)
@@ -96,18 +96,26 @@ class Metrics:
 
 
 class _BatchLines:
-    """Batch lines in the engine now, and batches not yet ended (`batch_lines`: both, read at scrape)."""
+    """Batch lines running and waiting per unfinished batch, read at scrape (`batch_lines`: batch id
+    -> owner, running, waiting; at most `batches.max_unfinished` per caller, so the labels stay few)."""
 
-    def __init__(self, batch_lines: Callable[[], tuple[int, int]]) -> None:
+    def __init__(self, batch_lines: Callable[[], dict[str, tuple[str, int, int]]]) -> None:
         self.batch_lines = batch_lines
 
     def describe(self) -> list:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        running, batches = self.batch_lines()
+        batches = self.batch_lines()
+        per_batch = GaugeMetricFamily("gptoss_batch_lines", "Lines of each unfinished batch, in the engine "
+                                      "(running) or still to run (waiting)", labels=["batch", "owner", "state"])
+        for batch_id, (owner, running, waiting) in sorted(batches.items()):
+            per_batch.add_metric([batch_id, owner, "running"], running)
+            per_batch.add_metric([batch_id, owner, "waiting"], waiting)
+        yield per_batch
+        running = sum(lines[1] for lines in batches.values())
         yield GaugeMetricFamily("gptoss_batch_lines_running", "Batch lines in the engine now", running)
-        yield GaugeMetricFamily("gptoss_batches_unfinished", "Batches validating, in progress or ending", batches)
+        yield GaugeMetricFamily("gptoss_batches_unfinished", "Batches validating, in progress or ending", len(batches))
 
 
 class _LiveState:

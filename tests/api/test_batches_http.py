@@ -212,7 +212,10 @@ def test_interactive_requests_go_first_while_a_batch_runs(tmp_path) -> None:
         status = live.wait_for(lambda s: s["running"] >= 3)  # alone, the batch fills the engine
         assert status["batch_lines_running"] >= 3 and status["batches"][0]["id"] == batch.id
         assert status["batches"][0]["lines_pending"] > 0
-        assert "gptoss_batch_lines_running" in httpx.get(f"{live.url}/metrics").text
+        scraped = httpx.get(f"{live.url}/metrics").text
+        running = re.search(rf'gptoss_batch_lines{{batch="{batch.id}",owner="anonymous",state="running"}} (\d+)', scraped)
+        waiting = re.search(rf'gptoss_batch_lines{{batch="{batch.id}",owner="anonymous",state="waiting"}} (\d+)', scraped)
+        assert running and int(float(running[1])) >= 3 and waiting and 0 < int(float(waiting[1])) <= 40 - 3
         with httpx.Client(base_url=live.url, timeout=30) as http:
             for cls in ("high", "medium"):
                 started = http.post("/v1/chat/completions", headers={"X-Priority": cls}, json={
