@@ -1,7 +1,8 @@
 """What Anthropic's Messages API adds to the time to the first token, against the same request on
 `/v1/chat/completions`: one server, the two routes taken in turn, one request at a time, each
-streamed, the first token timed from the request's send to its first content event (a chat chunk
-with content, a `text_delta` / `thinking_delta`). On the zero-latency simulator by default, where
+streamed, the first token timed from the request's send to its first token of text or reasoning
+(a chat chunk with non-empty `content` or `reasoning_content`; a `text_delta` or `thinking_delta`
+with text: the opening role chunk and `content_block_start` carry none). On the zero-latency simulator by default, where
 everything measured is ours; `--engine llamacpp` or `vllm` for a real one (installed by `make run`).
 
     .venv/bin/python bench/messages.py                 # simulator, 300 requests a route
@@ -11,6 +12,7 @@ everything measured is ours; `--engine llamacpp` or `vllm` for a real one (insta
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -23,7 +25,14 @@ from bench.common import Progress, Stats, table  # noqa: E402
 from tests.conftest import live_server  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "Say something about queues, in a few words."}]
-FIRST = {"chat": ('"content":"', '"content": "'), "messages": ('"text_delta"', '"thinking_delta"')}
+
+
+def has_token(route: str, data: dict) -> bool:
+    if route == "chat":
+        delta = (data.get("choices") or [{}])[0].get("delta") or {}
+        return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+    delta = data.get("delta") or {} if data.get("type") == "content_block_delta" else {}
+    return bool(delta.get("text") or delta.get("thinking"))
 
 
 def first_token_s(client: httpx.Client, route: str, model: str) -> float:
@@ -33,7 +42,7 @@ def first_token_s(client: httpx.Client, route: str, model: str) -> float:
     started = time.perf_counter()
     with client.stream("POST", path, json=body) as response:
         for line in response.iter_lines():
-            if line.startswith("data: ") and any(mark in line for mark in FIRST[route]):
+            if line.startswith("data: {") and has_token(route, json.loads(line[6:])):
                 return time.perf_counter() - started
     raise RuntimeError(f"{route}: no token in the answer")
 
