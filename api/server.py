@@ -21,6 +21,7 @@ from api.middleware import BodyLimitAndRequestId
 from api.responses import router as responses_router
 from api.responses_background import BackgroundResponses
 from api.routes import router, unrouted
+from batches.runner import BatchRunner
 from cache.redis_store import CacheUnavailable
 from monitor.metrics import Metrics
 from pipeline.key_admin import load_keys
@@ -41,63 +42,15 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if services.keyring.any_keys and not services.keyring.any_admin:
-            log.warning("keys are set but none is an admin: admin actions (operator settings, clearing the cache, "
-                        "everyone's usage) are refused for every caller; name one with admin: true")
-        if services.cache is not None:
-            try:
-                await services.cache.open()
-            except CacheUnavailable as exc:  # the server stops at once, with this line and no trace
-                log.error("%s", exc)
-                if on_engine_failure is not None:
-                    on_engine_failure(exc)
-        try:
-            await services.responses.open()
-        except StoreUnavailable as exc:
-            log.error("%s", exc)
-            if on_engine_failure is not None:
-                on_engine_failure(exc)
-        await services.batches.open()
-        await batch_runner.load()
-        if services.usage_file is not None:
-            await services.usage_file.open()
-            await restore(services.usage_file, services.pipeline.usage, services.pipeline.limiter)
-        if services.key_store is not None:
-            await services.key_store.open()
-            await load_keys(services.keyring, services.key_store)
-        if services.gpu is not None:
-            services.gpu.start(asyncio.get_running_loop())
-        background = [asyncio.create_task(_start(services, on_engine_failure), name="engine-start"),
-                      asyncio.create_task(batch_runner.run_forever(), name="batches")]
-        if services.usage_file is not None:
-            background.append(asyncio.create_task(services.usage_file.run_forever(), name="usage-file"))
-        if services.alerts is not None:
-            background.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
-        if services.shared_counts is not None:
-            background.append(asyncio.create_task(services.shared_counts.run_forever(), name="shared-limits"))
-        if services.shared_usage is not None:
-            background.append(asyncio.create_task(services.shared_usage.run_forever(services.pipeline.usage),
-                                                  name="shared-usage"))
+        await _open(services, batch_runner, on_engine_failure)
+        background = _background_tasks(services, batch_runner, on_engine_failure)
         try:
             yield
         finally:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            if services.gpu is not None:
-                services.gpu.stop()
-            await services.scheduler.shutdown()
-            await services.engine.stop()
-            if services.cache is not None:
-                await services.cache.close()
-            await background_responses.stop()
-            await batch_runner.stop()
-            await services.responses.close()
-            await services.batches.close()
-            if services.usage_file is not None:
-                await services.usage_file.close()
-            if services.key_store is not None:
-                await services.key_store.close()
+            await _close(services, batch_runner, background_responses)
 
     app = FastAPI(title="GPT-OSS WebUI", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services
@@ -123,6 +76,71 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
                                  router]))  # last: every other /v1 path
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way
     return app
+
+
+async def _open(services: Services, batch_runner: BatchRunner, on_failure: Callable[[BaseException], None] | None
+                ) -> None:
+    """The stores, the unfinished batches, usage and keys from disk; a store that cannot open
+    stops the server (`on_failure`) with one line and no trace."""
+    if services.keyring.any_keys and not services.keyring.any_admin:
+        log.warning("keys are set but none is an admin: admin actions (operator settings, clearing the cache, "
+                    "everyone's usage) are refused for every caller; name one with admin: true")
+    if services.cache is not None:
+        try:
+            await services.cache.open()
+        except CacheUnavailable as exc:
+            log.error("%s", exc)
+            if on_failure is not None:
+                on_failure(exc)
+    try:
+        await services.responses.open()
+    except StoreUnavailable as exc:
+        log.error("%s", exc)
+        if on_failure is not None:
+            on_failure(exc)
+    await services.batches.open()
+    await batch_runner.load()
+    if services.usage_file is not None:
+        await services.usage_file.open()
+        await restore(services.usage_file, services.pipeline.usage, services.pipeline.limiter)
+    if services.key_store is not None:
+        await services.key_store.open()
+        await load_keys(services.keyring, services.key_store)
+    if services.gpu is not None:
+        services.gpu.start(asyncio.get_running_loop())
+
+
+def _background_tasks(services: Services, batch_runner: BatchRunner,
+                      on_failure: Callable[[BaseException], None] | None) -> list[asyncio.Task]:
+    tasks = [asyncio.create_task(_start(services, on_failure), name="engine-start"),
+             asyncio.create_task(batch_runner.run_forever(), name="batches")]
+    if services.usage_file is not None:
+        tasks.append(asyncio.create_task(services.usage_file.run_forever(), name="usage-file"))
+    if services.alerts is not None:
+        tasks.append(asyncio.create_task(services.alerts.run_forever(), name="alerts"))
+    if services.shared_counts is not None:
+        tasks.append(asyncio.create_task(services.shared_counts.run_forever(), name="shared-limits"))
+    if services.shared_usage is not None:
+        tasks.append(asyncio.create_task(services.shared_usage.run_forever(services.pipeline.usage),
+                                         name="shared-usage"))
+    return tasks
+
+
+async def _close(services: Services, batch_runner: BatchRunner, background_responses: BackgroundResponses) -> None:
+    if services.gpu is not None:
+        services.gpu.stop()
+    await services.scheduler.shutdown()
+    await services.engine.stop()
+    if services.cache is not None:
+        await services.cache.close()
+    await background_responses.stop()
+    await batch_runner.stop()
+    await services.responses.close()
+    await services.batches.close()
+    if services.usage_file is not None:
+        await services.usage_file.close()
+    if services.key_store is not None:
+        await services.key_store.close()
 
 
 def _openapi(app: FastAPI) -> dict:
