@@ -1,8 +1,8 @@
 """Streamed POSTs to llama.cpp's loopback server, read by an asyncio protocol with httptools (the
 parser uvicorn already runs for our own server). Every token is one read of this stream, and on two
-cores each microsecond of ours is taken from llama.cpp's compute threads: through httpx's layers
-(httpcore, h11, anyio) one stream cost 160-300 us of CPU per token, through this 60-125 (2026-12-02,
-a scripted server in llama.cpp's framing). The calls that are not streamed stay on httpx. Closing a
+cores each microsecond of ours is taken from llama.cpp's compute threads, and httpx's layers
+(httpcore, h11, anyio) cost over twice this per token (docs/BENCHMARKS.md has the figures). The
+calls that are not streamed stay on httpx. Closing a
 stream before its end closes its connection, which is how llama.cpp learns to stop the request; a
 stream read to its end leaves the connection for the next.
 """

@@ -1,7 +1,6 @@
 """How many background sequences give the engine its most tokens per second when nothing else
-runs: found by trying, since it is the engine's own and no model predicts it. On llama.cpp on two
-cores 32 batch lines at once (its slots) gave 60 tok/s where 15 gave 80: its steps slow faster than
-the batch grows. On a GPU the answer is near the engine's slots. A hill climb on the measured
+runs: found by trying, since it is the engine's own and no model predicts it (on a CPU, past some
+count the steps slow faster than the batch grows; on a GPU the answer is near the engine's slots). A hill climb on the measured
 rate: from half the engine's slots (or the running limit, if more), a step of 30 % up while the
 rate rises by over 3 %, else down, else back to the best, where it stays a few periods before
 looking again (the best rate is measured anew each time, so a stale figure does not hold it)."""
