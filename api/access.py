@@ -9,7 +9,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from api.auth import identify
-from api.deps import services_of
+from api.deps import metrics_of, services_of, signed_in_of
 from api.errors import APIError
 from pipeline.caller import Caller
 
@@ -18,7 +18,7 @@ router = APIRouter(include_in_schema=False)
 
 def viewer(request: Request) -> Caller:
     """The caller from a key, or else from the page's session cookie."""
-    signed_in = getattr(request.app.state, "signed_in", None)
+    signed_in = signed_in_of(request)
     keyring = services_of(request).keyring
     has_key = request.headers.get("authorization") or request.query_params.get("token")
     if signed_in is not None and keyring.keys_required and not has_key:
@@ -55,4 +55,4 @@ def check_metrics_reader(request: Request) -> None:
 
 def metrics_response(request: Request) -> Response:
     check_metrics_reader(request)
-    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+    return Response(metrics_of(request).render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -4,13 +4,18 @@ deep in a route reads them the same way a route's signature does (`Depends(servi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 from fastapi import Request
 
 from api.responses_background import BackgroundResponses
 from batches.runner import BatchRunner
+from monitor.metrics import Metrics
+from pipeline.caller import Caller
 from wiring import Services
+
+SignedIn = Callable[[Request], Caller | None]  # the page's session cookie -> its caller (ui/mount.py sets it)
 
 
 def services_of(request: Request) -> Services:
@@ -19,6 +24,15 @@ def services_of(request: Request) -> Services:
 
 def background_of(request: Request) -> BackgroundResponses:
     return cast(BackgroundResponses, request.app.state.background)
+
+
+def metrics_of(request: Request) -> Metrics:
+    return cast(Metrics, request.app.state.metrics)
+
+
+def signed_in_of(request: Request) -> SignedIn | None:
+    """None where no page is mounted."""
+    return cast(SignedIn | None, getattr(request.app.state, "signed_in", None))
 
 
 def batch_runner_of(request: Request) -> BatchRunner:
