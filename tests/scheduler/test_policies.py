@@ -86,6 +86,16 @@ def test_arrival_rate_of_one_class():
     assert rates.of(P.HIGH, now=120.0) == pytest.approx(5 / 20) and rates.of(P.MEDIUM, now=120.0) == 0.0
 
 
+def test_a_surge_counts_within_seconds_and_a_lull_only_over_the_window():
+    rates = ArrivalRates(window_s=30.0)
+    for i in range(3):
+        rates.record(P.HIGH, float(i))  # traffic long ago, then quiet: the window holds the quiet spell
+    for i in range(24):
+        rates.record(P.HIGH, 100.0 + i / 6)  # 6 a second from t=100
+    assert rates.of(P.HIGH, now=104.0) == pytest.approx(24 / MIN_SPAN_S)  # not 24 / 30
+    assert rates.of(P.HIGH, now=110.0) == pytest.approx(24 / 30)  # after it: the window's rate
+
+
 def test_no_lower_request_starts_while_a_high_one_waits_for_its_first_token():
     adm = AdmissionController(max_concurrency=8, token_budget=None)
     high, other_high = make_request(P.HIGH), make_request(P.HIGH)
