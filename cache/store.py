@@ -59,6 +59,7 @@ class CachedResponse:
     reasoning: str = ""  # entries written before reasoning was stored have none
     reasoning_tokens: int = 0
     tool_calls: list[dict] = field(default_factory=list)  # {"id", "name", "arguments"}
+    stop_sequence: str | None = None  # entries written before it was stored have none
 
 
 @dataclass(slots=True)

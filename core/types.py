@@ -107,7 +107,9 @@ class TokenLogprob:
 @dataclass(slots=True)
 class Delta:
     """One step of output: `text` is the answer; `finish_reason` is set on the last delta only.
-    `tool_call_errors`: output that looked like a call and did not parse (it came back as text)."""
+    `tool_call_errors`: output that looked like a call and did not parse (it came back as text).
+    `stop_sequence`, on the last delta: the stop string that ended the output, where the engine
+    says (None: end of sequence, a stop token, the length, or an engine that does not say)."""
 
     text: str
     num_tokens: int
@@ -118,6 +120,7 @@ class Delta:
     tool_calls: tuple[ToolCallDelta, ...] = ()
     tool_call_errors: int = 0
     logprobs: tuple[TokenLogprob, ...] = ()
+    stop_sequence: str | None = None
 
 
 def new_call_id() -> str:

@@ -12,7 +12,9 @@ gpt-oss's harmony split are llama.cpp's own (`tool_format` "native") for models 
 takes tools; a ChatML model whose template has none (the bundled SmolLM2) gets ours and our
 `<tool_call>` parser, as under vLLM, over llama.cpp's text completions, since its chat endpoint
 would drop the tools without a word. Prompts are counted by llama.cpp's own template and
-tokenizer before admission.
+tokenizer before admission. Those OpenAI endpoints do not say which stop string ended an answer
+(only llama.cpp's native `/completion` has `stopping_word`) and drop it from the text, so a stop
+sequence's answer is a plain stop here: `stop_sequence` stays None.
 """
 
 from __future__ import annotations

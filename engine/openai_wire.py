@@ -57,11 +57,14 @@ def logprobs_of(given: dict[str, Any] | None) -> tuple[TokenLogprob, ...]:
 
 class ChunkReader:
     """A stream of chat.completion.chunk (or text_completion) objects as deltas: one token per
-    content chunk (vLLM and llama.cpp send one per step), corrected by the usage chunk at the end."""
+    content chunk (vLLM and llama.cpp send one per step), corrected by the usage chunk at the end.
+    The stop string that ended it is vLLM's `stop_reason` or SGLang's `matched_stop` where a
+    string; llama.cpp's OpenAI endpoints do not name it (and drop it from the text)."""
 
     def __init__(self) -> None:
         self.counted = 0
         self.finish: str | None = None
+        self.stop: str | None = None
         self.done = False
 
     def feed(self, chunk: dict[str, Any]) -> list[Delta]:
@@ -72,6 +75,7 @@ class ChunkReader:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
             calls = tuple(call_delta(c) for c in delta.get("tool_calls") or ())
             self.finish = choice.get("finish_reason") or self.finish
+            self.stop = matched_stop(choice) or self.stop
             if text or reasoning or calls:
                 self.counted += 1
                 out.append(Delta(text, 1, reasoning=reasoning, reasoning_tokens=int(bool(reasoning) and not text),
@@ -79,12 +83,23 @@ class ChunkReader:
         if usage := chunk.get("usage"):
             extra = max(0, usage.get("completion_tokens", self.counted) - self.counted)
             cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-            out.append(Delta("", extra, self.finish_reason(), cached_tokens=cached))
+            out.append(self.last(extra, cached))
             self.done = True
         return out
 
     def finish_reason(self) -> FinishReason:
         return _FINISH.get(self.finish or "stop", "stop")
+
+    def last(self, tokens: int = 0, cached: int = 0) -> Delta:
+        """The closing delta: the finish, and the stop string when the finish is a stop."""
+        finish = self.finish_reason()
+        return Delta("", tokens, finish, cached_tokens=cached, stop_sequence=self.stop if finish == "stop" else None)
+
+
+def matched_stop(choice: dict[str, Any]) -> str | None:
+    """vLLM's `stop_reason`, SGLang's `matched_stop`: the stop string, or a token id (not ours)."""
+    found = choice.get("stop_reason") or choice.get("matched_stop")
+    return found if isinstance(found, str) and found else None
 
 
 async def sse_deltas(lines: AsyncIterator[str]) -> AsyncIterator[Delta]:
@@ -95,7 +110,7 @@ async def sse_deltas(lines: AsyncIterator[str]) -> AsyncIterator[Delta]:
             yield delta
         if reader.done:
             return
-    yield Delta("", 0, reader.finish_reason())
+    yield reader.last()
 
 
 async def sse_body_deltas(body: AsyncIterator[bytes]) -> AsyncIterator[Delta]:
@@ -109,7 +124,7 @@ async def sse_body_deltas(body: AsyncIterator[bytes]) -> AsyncIterator[Delta]:
                 yield delta
             if reader.done:
                 return
-    yield Delta("", 0, reader.finish_reason())
+    yield reader.last()
 
 
 def _line_deltas(reader: ChunkReader, line: str | bytes) -> list[Delta]:

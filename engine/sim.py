@@ -249,9 +249,10 @@ class SimEngine:
         seq.generated += 1
         self._kv_used += 1
         self._generated_tokens += 1
-        stop_at = _find_stop(seq.text + piece, seq.params.stop)
-        if stop_at is not None:
-            self._finish(seq, Delta((seq.text + piece)[len(seq.text) : stop_at], 1, "stop"))
+        found = _find_stop(seq.text + piece, seq.params.stop)
+        if found is not None:
+            stop_at, stop = found
+            self._finish(seq, Delta((seq.text + piece)[len(seq.text) : stop_at], 1, "stop", stop_sequence=stop))
             return
         seq.text += piece
         logprobs = self._logprobs(seq, piece)
@@ -283,9 +284,14 @@ class SimEngine:
         return word if not seq.text or seq.text.endswith("|>") else " " + word
 
 
-def _find_stop(text: str, stops: list[str]) -> int | None:
-    hits = [text.find(s) for s in stops if s and s in text]
-    return min(hits) if hits else None
+def _find_stop(text: str, stops: list[str]) -> tuple[int, str] | None:
+    """The earliest stop string in `text`: where it starts, and which it is (the first listed of
+    those starting there)."""
+    hits = [(text.find(s), i, s) for i, s in enumerate(stops) if s and s in text]
+    if not hits:
+        return None
+    at, _, stop = min(hits)
+    return at, stop
 
 
 @contextlib.contextmanager

@@ -168,7 +168,7 @@ class VllmEngine:
             if finish is not None and written is not None:
                 written.append(piece.stop_reason)
             yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens,
-                        logprobs=_logprobs(piece, params.logprobs))
+                        logprobs=_logprobs(piece, params.logprobs), stop_sequence=stop_string(piece, finish))
 
     async def _think_then_answer(self, request_id: str, token_ids: list[int],
                                  params: GenParams) -> AsyncIterator[Delta]:
@@ -185,10 +185,10 @@ class VllmEngine:
             header_ids = self._tokenizer.encode(header, add_special_tokens=False)
             room = params.max_tokens - (len(written) - 1) - len(header_ids)
             if room < 1:
-                yield replace(delta, finish_reason="length")
+                yield replace(delta, finish_reason="length", stop_sequence=None)
                 return
             yield replace(delta, text=delta.text + header, num_tokens=delta.num_tokens + len(header_ids),
-                          finish_reason=None)
+                          finish_reason=None, stop_sequence=None)
             answer = replace(params, max_tokens=room)
             async for last in self._run(request_id + ANSWER_SUFFIX, token_ids + written[:-1] + header_ids, answer):
                 yield last
@@ -227,6 +227,13 @@ class VllmEngine:
             stop_token_ids=params.stop_token_ids or None, logprobs=params.logprobs, structured_outputs=constraint,
             # harmony's channel markers are special tokens: keep them, with no added spaces
             skip_special_tokens=not self._harmony, spaces_between_special_tokens=not self._harmony)
+
+
+def stop_string(piece: Any, finish: FinishReason | None) -> str | None:
+    """The stop string that ended the output: vLLM's `stop_reason` is that string, a token id for
+    `stop_token_ids`, or None for the end of sequence."""
+    reason = piece.stop_reason if finish == "stop" else None
+    return reason if isinstance(reason, str) else None
 
 
 def _logprobs(piece: Any, top: int | None) -> tuple[TokenLogprob, ...]:

@@ -189,7 +189,7 @@ class ChatRun:
     async def events(self) -> AsyncGenerator[Event, None]:
         try:
             if self.hit is not None:
-                for event in _replay(self.hit, self.priority, self.plan.similar):
+                for event in _replay(self.hit, self.priority, self.plan.similar, self.call.params.stop_list):
                     yield event
                 return
             async for event in self._from_ticket():
@@ -254,20 +254,22 @@ class ChatRun:
                     yield out
                 self.completion_tokens = answer.tokens
                 if event.finish_reason:
-                    yield self._finished(answer, event.finish_reason, wait, first_token_at)
+                    yield self._finished(answer, event, wait, first_token_at)
                     return
 
-    def _finished(self, answer: Answer, engine_reason: str, wait: float, first_token_at: float | None) -> Finished:
+    def _finished(self, answer: Answer, last: Delta, wait: float, first_token_at: float | None) -> Finished:
         usage = Usage(self.prompt_tokens, answer.tokens, answer.cached_tokens, answer.reasoning_tokens)
-        reason, calls = answer.finish_reason(engine_reason), answer.tool_calls
+        reason, calls = answer.finish_reason(last.finish_reason or "stop"), answer.tool_calls
+        stop = own_stop(last.stop_sequence, reason, self.call.params.stop_list)
         counts = self.pipeline.tool_calls
         counts["made"] += len(calls)
         counts["parse_errors"] += answer.tool_call_errors
         self.pipeline.cache.store(self.plan, CachedResponse(
             answer.text, reason, usage.prompt_tokens, answer.tokens, answer.reasoning, answer.reasoning_tokens,
-            [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]))
+            [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls], stop))
         return Finished(answer.text, reason, usage, False, wait, _speed(answer.tokens, first_token_at),
-                        answer.reasoning, calls, tuple(answer.logprobs) if answer.with_logprobs else None)
+                        answer.reasoning, calls, tuple(answer.logprobs) if answer.with_logprobs else None,
+                        stop_sequence=stop)
 
     def _timed_out(self) -> bool:
         limit = self.call.timeout_s
@@ -285,7 +287,13 @@ def _queued(scheduler: Scheduler, key: RequestKey) -> Queued | None:
     return Queued(status["position"], status["queue_length"], status["estimated_wait_s"], status["waited_s"])
 
 
-def _replay(hit: CachedResponse, priority: PriorityClass, similar: Match | None) -> list[Event]:
+def own_stop(stop: str | None, reason: str, stops: list[str]) -> str | None:
+    """The stop string that ended an answer, when it is one of the request's own: not a stop the
+    engine added for itself (gpt-oss's end of thinking), nor another request's (a similar hit)."""
+    return stop if reason == "stop" and stop in stops else None
+
+
+def _replay(hit: CachedResponse, priority: PriorityClass, similar: Match | None, stops: list[str]) -> list[Event]:
     """A stored answer as the same events a fresh one makes, in word-sized pieces."""
     usage = Usage(hit.prompt_tokens, hit.completion_tokens, reasoning_tokens=hit.reasoning_tokens)
     calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in hit.tool_calls)
@@ -294,7 +302,8 @@ def _replay(hit: CachedResponse, priority: PriorityClass, similar: Match | None)
     return [Started(0.0, priority.value), *(ReasoningDelta(p) for p in _PIECES.findall(hit.reasoning)),
             *(TextDelta(p) for p in _PIECES.findall(hit.text)), *pieces,
             Finished(hit.text, hit.finish_reason, usage, True, 0.0, reasoning=hit.reasoning, tool_calls=calls,
-                     similarity=similar.similarity if similar is not None else None)]
+                     similarity=similar.similarity if similar is not None else None,
+                     stop_sequence=own_stop(hit.stop_sequence, hit.finish_reason, stops))]
 
 
 def _speed(tokens: int, first_token_at: float | None) -> float | None:

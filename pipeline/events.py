@@ -67,6 +67,7 @@ class Finished:
     tool_calls: tuple[ToolCall, ...] = ()
     logprobs: tuple[TokenLogprob, ...] | None = None
     similarity: float | None = None  # another request's stored answer, to a question this similar
+    stop_sequence: str | None = None  # the request's own stop string that ended the answer, where the engine says
 
 
 @dataclass(slots=True, frozen=True)

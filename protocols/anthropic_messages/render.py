@@ -82,8 +82,16 @@ class MessageShape:
             content.append({"type": "text", "text": finished.text})
         content += [_tool_use(call) for call in finished.tool_calls]
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                "stop_reason": _STOP.get(finished.finish_reason, "end_turn"), "stop_sequence": None,
-                "usage": usage(finished.usage)}
+                **stop_of(finished), "usage": usage(finished.usage)}
+
+
+def stop_of(finished: Finished) -> dict:
+    """`stop_reason` and `stop_sequence`: `stop_sequence` with the string where the answer ended on
+    one of the request's `stop_sequences` (the pipeline keeps only those), else `end_turn`,
+    `max_tokens` or `tool_use` with none."""
+    if finished.stop_sequence is not None and finished.finish_reason == "stop":
+        return {"stop_reason": "stop_sequence", "stop_sequence": finished.stop_sequence}
+    return {"stop_reason": _STOP.get(finished.finish_reason, "end_turn"), "stop_sequence": None}
 
 
 def _tool_use(call: ToolCall) -> dict:
@@ -137,8 +145,7 @@ class MessageStream:
         out = self._close()
         if self.index < 0:  # an empty answer is still one text block
             out += self._start({"type": "text", "text": ""}) + self._close()
-        delta = {"stop_reason": _STOP.get(event.finish_reason, "end_turn"), "stop_sequence": None}
-        out.append(sse("message_delta", {"type": "message_delta", "delta": delta, "usage": usage(event.usage)}))
+        out.append(sse("message_delta", {"type": "message_delta", "delta": stop_of(event), "usage": usage(event.usage)}))
         return [*out, sse("message_stop", {"type": "message_stop"})]
 
     async def refused(self, event: Refused) -> list[str]:

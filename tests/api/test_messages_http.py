@@ -252,6 +252,51 @@ def test_a_stream_and_a_body_hold_the_same_blocks(live: LiveServer) -> None:
     assert [b.type for b in whole.content] == [b.type for b in streamed.content] == ["thinking"]
 
 
+
+SAME = {"temperature": 0}  # the simulator's text then follows from the prompt alone (this SDK has no such argument)
+
+
+def _stopped_on(api: anthropic.Anthropic, asked: dict) -> list:
+    """The same request answered whole and streamed (the SDK's final message, from message_delta)."""
+    whole = api.messages.create(**asked)
+    with api.messages.stream(**asked) as stream:
+        return [whole, stream.get_final_message()]
+
+
+def _a_word_of(api: anthropic.Anthropic, asked: dict) -> str:
+    """A word the deterministic simulator writes for this request (temperature 0) when not stopped."""
+    free = api.messages.create(**asked)
+    words = [w for w in "".join(b.text for b in free.content if b.type == "text").split() if len(w) > 3]
+    assert free.stop_reason == "end_turn" and words
+    return words[len(words) // 2]
+
+
+def test_a_stop_sequence_hit_is_named_and_a_miss_is_end_turn(live: LiveServer) -> None:
+    api = client(live)
+    asked = {"model": "sim", "max_tokens": 1000, "messages": user("Stop somewhere."), "extra_body": SAME}
+    stop = _a_word_of(api, asked)
+    for message in _stopped_on(api, {**asked, "stop_sequences": ["never-written", stop]}):
+        assert message.stop_reason == "stop_sequence" and message.stop_sequence == stop
+        assert stop not in "".join(b.text for b in message.content if b.type == "text")
+    for message in _stopped_on(api, {**asked, "stop_sequences": ["never-written"]}):
+        assert message.stop_reason == "end_turn" and message.stop_sequence is None
+    chat = httpx.post(live.url + "/v1/chat/completions", headers={"Authorization": "Bearer sk-alice-0001"}, timeout=30,
+                      json={"model": "sim", "messages": asked["messages"], "stop": [stop], **SAME}).json()
+    assert chat["choices"][0]["finish_reason"] == "stop"  # chat completions say no more than before
+
+
+def test_a_cached_answer_keeps_its_stop_sequence(make_server, tmp_path) -> None:
+    live = make_server("cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}", "engine.sim.natural_stop=true")
+    api = client(live, "any")
+    asked = {"model": "sim", "max_tokens": 1000, "messages": user("Stop, then again."), "extra_body": SAME}
+    asked["stop_sequences"] = [_a_word_of(api, asked)]
+    fresh = api.messages.with_raw_response.create(**asked)
+    replayed = api.messages.with_raw_response.create(**asked)
+    assert (fresh.headers["x-cache"], replayed.headers["x-cache"]) == ("MISS", "HIT")
+    for message in (fresh.parse(), replayed.parse()):
+        assert message.stop_reason == "stop_sequence" and message.stop_sequence == asked["stop_sequences"][0]
+
+
 def test_a_connection_level_refusal_on_the_messages_path_is_anthropics(make_server) -> None:
     import socket
 

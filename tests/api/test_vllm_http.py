@@ -3,6 +3,7 @@ whole run. Checks structure, never facts: the small model's answers are often wr
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -41,6 +42,22 @@ def test_length_finish_and_usage_are_the_engines(vllm_server):
         model="smollm2-135m-instruct", messages=[{"role": "user", "content": "Write a long story about a cat."}],
         max_tokens=7, temperature=0)
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 7
+
+
+
+def test_a_stop_sequence_is_named_by_the_messages_api(vllm_server):
+    """vLLM says which stop string matched (its `stop_reason`): Anthropic's `stop_sequence`."""
+    asked = {"model": "smollm2-135m-instruct", "max_tokens": 24, "temperature": 0,
+             "messages": [{"role": "user", "content": "Name five colours."}]}
+    free = httpx.post(vllm_server.url + "/v1/messages", json=asked, timeout=120).json()
+    words = [w for w in free["content"][-1]["text"].split() if len(w) > 2]
+    stop = words[len(words) // 2]
+    for stream in (False, True):
+        response = httpx.post(vllm_server.url + "/v1/messages", json={**asked, "stop_sequences": [stop],
+                                                                    "stream": stream}, timeout=120)
+        end = response.json() if not stream else next(
+            json.loads(line[6:])["delta"] for line in response.text.splitlines() if '"message_delta"' in line)
+        assert (end["stop_reason"], end["stop_sequence"]) == ("stop_sequence", stop), response.text
 
 
 def test_priority_reaches_the_engine(vllm_server):

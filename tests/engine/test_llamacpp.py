@@ -60,6 +60,19 @@ def test_answers_and_streams_with_usage(llamacpp: LiveServer):
     assert usage.prompt_tokens == answer.usage.prompt_tokens  # counted by llama.cpp's own template
 
 
+
+def test_a_stop_sequence_stops_but_goes_unnamed(llamacpp: LiveServer):
+    """llama.cpp's OpenAI endpoints neither name the stop string that matched nor keep it in the
+    text (docs/api.md): the Messages API stops there and says `end_turn`, no `stop_sequence`."""
+    asked = {"model": MODEL, "max_tokens": 24, "temperature": 0,
+             "messages": [{"role": "user", "content": "Count from 1 to 20 separated by commas."}]}
+    free = httpx.post(llamacpp.url + "/v1/messages", json=asked, timeout=60).json()["content"][-1]["text"]
+    stop = next(w for w in free.split() if len(w) > 1 and w != free.split()[0])
+    stopped = httpx.post(llamacpp.url + "/v1/messages", json={**asked, "stop_sequences": [stop]}, timeout=60).json()
+    assert stop not in stopped["content"][-1]["text"] and free.startswith(stopped["content"][-1]["text"])
+    assert (stopped["stop_reason"], stopped["stop_sequence"]) == ("end_turn", None)
+
+
 def test_a_repeated_prompt_reuses_its_prefix(llamacpp: LiveServer):
     client = llamacpp.client()
     long = "Here is a long preamble about the sea and ships. " * 20

@@ -119,3 +119,16 @@ async def test_harmony_thinking_is_always_followed_by_an_answer():
             assert reason == "stop" and text.strip(), seed
     finally:
         await eng.stop()
+
+
+async def test_a_stop_string_ends_the_answer_and_is_named(engine):
+    prompt = await engine.prepare([ChatMessage("user", "hello")])
+    free, _, _ = await run(engine, "free", "hello", temperature=0, max_tokens=30)
+    word = free.split()[3]
+    stops = ["never-written", word]
+    deltas = [d async for d in engine.generate("stopped", prompt, GenParams(max_tokens=30, temperature=0, stop=stops))]
+    text = "".join(d.text for d in deltas)
+    assert deltas[-1].finish_reason == "stop" and deltas[-1].stop_sequence == word
+    assert word not in text and free.startswith(text)
+    plain = [d async for d in engine.generate("plain", prompt, GenParams(max_tokens=5, temperature=0, stop=["zzz"]))]
+    assert plain[-1].finish_reason == "length" and plain[-1].stop_sequence is None

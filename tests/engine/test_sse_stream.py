@@ -166,3 +166,16 @@ async def test_body_deltas_raise_on_an_error_chunk():
 async def test_body_deltas_without_usage_end_with_the_finish_reason():
     deltas = [d async for d in sse_body_deltas(body(TOKENS[0], b": comment\n\n"))]
     assert [(d.text, d.finish_reason) for d in deltas] == [("a", None), ("", "stop")]
+
+
+
+async def test_the_stop_string_an_upstream_names_ends_on_the_last_delta():
+    """vLLM's `stop_reason` and SGLang's `matched_stop` when a string; a token id is not a stop string."""
+    usage = sse({"choices": [], "usage": {"completion_tokens": 2}})
+    for choice, named in (({"stop_reason": "END"}, "END"), ({"stop_reason": None, "matched_stop": "END"}, "END"),
+                          ({"stop_reason": 128001}, None), ({}, None)):
+        last = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", **choice}]})
+        deltas = [d async for d in sse_body_deltas(body(TOKENS[0], last, usage))]
+        assert deltas[-1].finish_reason == "stop" and deltas[-1].stop_sequence == named, choice
+        without_usage = [d async for d in sse_body_deltas(body(TOKENS[0], last))]
+        assert without_usage[-1].stop_sequence == named, choice
