@@ -308,3 +308,31 @@ def test_a_connection_level_refusal_on_the_messages_path_is_anthropics(make_serv
         while chunk := sock.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 431") and b'"type":"error"' in answer.replace(b" ", b"")
+
+
+def test_a_high_message_starts_before_low_ones_that_waited_longer() -> None:
+    """Priority applies as on chat: with the one slot busy, a high message sent after three low ones
+    starts first (X-Priority, as Claude Code can be given with ANTHROPIC_CUSTOM_HEADERS)."""
+    with live_server("scheduler.max_concurrency=1", "scheduler.limit.demand_window_s=0",  # the limit holds
+                     "engine.sim.token_latency_ms=10") as live:
+        api = client(live, "any")
+        done: list[str] = []
+
+        def send(name: str, priority: str, tokens: int) -> None:
+            api.messages.create(model="sim", max_tokens=tokens, messages=user(name),
+                                extra_headers={"X-Priority": priority})
+            done.append(name)
+
+        threads = [threading.Thread(target=send, args=("busy", "low", 100))]
+        threads[0].start()
+        live.wait_for(lambda s: s["running"] == 1)
+        for i in range(3):
+            threads.append(threading.Thread(target=send, args=(f"low-{i}", "low", 5)))
+            threads[-1].start()
+        live.wait_for(lambda s: s["waiting_total"] == 3)
+        threads.append(threading.Thread(target=send, args=("high", "high", 5)))
+        threads[-1].start()
+        live.wait_for(lambda s: s["waiting_total"] == 4)
+        for thread in threads:
+            thread.join(60)
+    assert done[:2] == ["busy", "high"] and sorted(done[2:]) == ["low-0", "low-1", "low-2"]
