@@ -19,12 +19,14 @@ from fastapi import FastAPI
 
 from api.connection import uvicorn_settings
 from api.server import create_app
+from core.private_files import private_env_folder
 from monitor.logs import configure_logging, install_secret_filter
 from settings import Config, ConfigError, load_config
 from settings.loader import warn_of_open_key_files
 from wiring import Services, build_services
 
 DEFAULT_CONFIG = Path(__file__).with_name("config.yaml")
+GRADIO_CACHE = "GRADIO_TEMP_DIR"  # where Gradio keeps the page's uploads and the files it hands out
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -63,6 +65,7 @@ def app_for(services: Services, on_engine_failure: Callable[[BaseException], Non
     """The API, and the page when it is on, over parts already built."""
     app = create_app(services, on_engine_failure)
     if services.config.server.ui:
+        private_env_folder(GRADIO_CACHE, "gptoss-gradio-")  # before Gradio reads it (some modules on import)
         from ui.mount import mount_ui  # Gradio is imported only when the page is on
 
         mount_ui(app, services, config_path)

@@ -131,13 +131,16 @@ async def usage(request: Request, start_time: float | None = None, end_time: flo
 
 
 @router.get("/v1/organization/usage/completions")
-async def usage_completions(request: Request, start_time: int, end_time: int | None = None, bucket_width: str = "1d",
+async def usage_completions(request: Request, start_time: int | None = None, end_time: int | None = None,
+                            bucket_width: str = "1d",
                             group_by: list[str] | None = Query(None), limit: int | None = None,  # noqa: B008
                             page: str | None = None) -> dict:
     """OpenAI's Usage API over the ledger, for admins: tools that read OpenAI's usage read ours.
     The key's name stands where OpenAI puts the key's id."""
     services = services_of(request)
-    _require_admin(identify(request), "the usage API")
+    _require_admin(identify(request), "the usage API")  # before any check on the query: who asks comes first
+    if start_time is None:
+        raise APIError(400, "missing required parameter: 'start_time'", param="start_time")
     if bucket_width not in buckets.WIDTHS:
         raise APIError(400, f"bucket_width must be 1m, 1h or 1d; got {bucket_width!r}", param="bucket_width",
                        code="invalid_value")
@@ -187,6 +190,7 @@ def unrouted(routers: Sequence[APIRouter]) -> APIRouter:
     routes = [route for r in routers for route in r.routes if isinstance(route, APIRoute)]
 
     async def no_such_route(request: Request, rest: str) -> Response:
+        identify(request)  # with keys set, the route table is not shown to a caller without one
         allowed = sorted({m for route in routes if route.matches(request.scope)[0] is Match.PARTIAL
                           for m in route.methods or ()})
         if allowed:

@@ -117,6 +117,21 @@ def test_metrics_name_callers_and_never_show_a_key(team: LiveServer) -> None:
     assert not any(secret in text for secret in SECRETS)
 
 
+def test_a_key_with_the_metrics_role_reads_metrics_and_a_plain_key_does_not(make_server) -> None:
+    """What a Prometheus scrape job's `authorization` sends: a key marked `metrics: true`, not an admin."""
+    live = make_server("server.keys=[{name: prom, key: sk-prom-00001, metrics: true}, {name: bob, key: sk-bob-00001}]")
+    scraped = httpx.get(live.url + "/metrics", headers={"Authorization": "Bearer sk-prom-00001"}, timeout=10)
+    assert scraped.status_code == 200 and "gptoss_" in scraped.text
+    plain = httpx.get(live.url + "/metrics", headers={"Authorization": "Bearer sk-bob-00001"}, timeout=10)
+    assert plain.status_code == 403 and plain.json()["error"]["code"] == "metrics_key_required"
+
+
+def test_metrics_public_opens_metrics_to_a_call_without_a_key(make_server) -> None:
+    live = make_server("server.keys=[{name: bob, key: sk-bob-00001}]", "server.metrics_public=true")
+    assert httpx.get(live.url + "/metrics", timeout=10).status_code == 200
+    assert httpx.get(live.url + "/v1/models", timeout=10).status_code == 401  # the rest stays closed
+
+
 def test_max_parallel_holds_extra_requests_and_max_queued_refuses_past_it(make_server) -> None:
     live = make_server(KEYS, "engine.sim.token_latency_ms=20")
     live.status_key = "sk-ops-00001"

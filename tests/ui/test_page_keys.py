@@ -4,11 +4,13 @@ Gradio endpoint answers without a signed-in session, and a signed-in page runs a
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 from gradio_client import Client
+from starlette.routing import BaseRoute, Mount
 
 from pipeline.caller import key_name
 from scheduler.events import QueueEvent
@@ -37,34 +39,49 @@ def session(live: LiveServer, key: str) -> dict[str, str]:
     return {"Cookie": f"gptoss_session={response.cookies['gptoss_session']}"}
 
 
-def gradio_routes(live: LiveServer) -> list[tuple[str, str]]:
-    """Every (method, path) the mounted Gradio app serves, with its path parameters filled in."""
-    mount = next(r for r in live.server.config.app.routes if getattr(r, "path", None) == "")
-    out = []
-    for route in mount.app.routes:
-        path = getattr(route, "path", "")
-        filled = (path.replace("{api_name}", "respond").replace("{event_id}", "x").replace("{path:path}", "x")
-                  .replace("{path_or_url:path}", "x").replace("{url_path:path}", "x").replace("{file_path:path}", "x")
-                  .replace("{page}", "x").replace("{session_hash}", "x").replace("{component_id}", "1")
-                  .replace("{fn_index}", "0").replace("{id}", "x"))
-        for method in sorted(getattr(route, "methods", None) or {"GET"}):
-            if method != "HEAD":
-                out.append((method, filled or "/"))
+# Path parameters filled in where the route wants a number or a name the page has; "x" elsewhere.
+PARAMS = {"api_name": "respond", "component_id": "1", "fn_index": "0", "size": "1", "run": "1", "segment_id": "1"}
+# What answers without a key: the sign-in form (GET to show it, POST to sign in) and the two probes.
+ANONYMOUS = {("GET", "/signin"), ("POST", "/signin"), ("GET", "/livez"), ("GET", "/healthz")}
+# Known to answer before the key is checked (nothing of anyone's data in it): kept here, checked to
+# still answer so that the fix removes them, rather than left out of the walk unseen.
+KNOWN_GAPS: dict[tuple[str, str], int] = {}  # a route found to answer without a key, until it is fixed
+
+
+def every_route(routes: list[BaseRoute], prefix: str = "") -> list[tuple[str, str]]:
+    """Every (method, path) an app serves and the apps mounted in it (Gradio's page) serve, with
+    their path parameters filled in; HEAD, which each GET also answers, is left to its own checks."""
+    out: list[tuple[str, str]] = []
+    for route in routes:
+        if isinstance(route, Mount):
+            out += every_route(route.routes, prefix + route.path)
+            continue
+        path = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: PARAMS.get(m[1], "x"), prefix + getattr(route, "path", ""))
+        out += [(method, path or "/") for method in sorted(getattr(route, "methods", None) or {"GET"})
+                if method != "HEAD"]
     return out
 
 
-def test_every_gradio_endpoint_refuses_a_call_without_a_session(keyed: LiveServer) -> None:
-    """Nothing of the page is anonymous with keys set: not its scripts, not Gradio's heartbeat,
-    cancel, upload or file routes; only the sign-in form, /livez and /healthz answer."""
-    answered = []
+def answer(http: httpx.Client, method: str, path: str) -> int:
+    """The status, 401 standing for a redirect to the sign-in form; the status alone, since some
+    routes stream for as long as you listen."""
+    body = {"data": CHAT, "fn_index": 0, "session_hash": "s", "event_data": None}
+    with http.stream(method, path, json=body if method in ("POST", "PUT", "PATCH") else None) as response:
+        to_sign_in = response.status_code == 303 and response.headers.get("location") == "/signin"
+        return 401 if to_sign_in else response.status_code
+
+
+def test_every_route_refuses_a_call_without_a_key(keyed: LiveServer) -> None:
+    """Nothing is anonymous with keys set: no route of the app, the API's (/metrics, /docs and
+    /openapi.json too) or the page's (its scripts, Gradio's heartbeat, cancel, upload and file
+    routes), found from the app itself so a new one is covered; only the sign-in form, /livez and /healthz answer."""
+    routes = every_route(keyed.server.config.app.routes)
+    assert {("GET", "/metrics"), ("GET", "/docs"), ("POST", "/v1/chat/completions"), ("POST", "/gradio_api/upload"),
+            ("GET", "/gradio_api/heartbeat/x"), ("GET", "/assets/x")} <= set(routes)  # the walk reached into the mount
     with httpx.Client(base_url=keyed.url, timeout=10) as http:
-        for method, path in gradio_routes(keyed):
-            body = {"data": CHAT, "fn_index": 0, "session_hash": "s", "event_data": None}
-            with http.stream(method, path, json=body if method == "POST" else None) as response:
-                status = response.status_code  # the status alone: some routes stream for as long as you listen
-            if status not in (401, 303):
-                answered.append((method, path, status))
-        assert answered == [], "\n".join(map(str, answered))
+        answers = {(method, path): answer(http, method, path) for method, path in routes if (method, path) not in ANONYMOUS}
+        answered = {route: status for route, status in answers.items() if status not in (401, 403)}
+        assert answered == KNOWN_GAPS, "\n".join(map(str, answered.items()))
         for path in ("/gradio_api/call/respond", "/gradio_api/queue/join", "/gradio_api/run/respond",
                      "/gradio_api/cancel", "/gradio_api/upload"):
             assert http.post(path, json={"data": CHAT, "fn_index": 0, "session_hash": "s"}).status_code == 401

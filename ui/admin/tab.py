@@ -5,13 +5,14 @@ the requests running and waiting now; keys made at run time (make, rotate, revok
 from __future__ import annotations
 
 import csv
-import tempfile
+import io
 import time
-from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+from gradio.utils import get_upload_folder
 
+from core.private_files import private_folder_in, write_private
 from pipeline import key_admin
 from pipeline.caller import Caller
 from pipeline.refusal import Refusal
@@ -57,10 +58,10 @@ def build_admin_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Tab]:
     async def overview(span: float | None, request: gr.Request) -> tuple:
         admin_of(request)
         rows = await _usage_by_day(page, int(span or 7))
-        folder = Path(tempfile.mkdtemp(prefix="gptoss-usage-"))
-        path = folder / "usage-by-day.csv"
-        with path.open("w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle).writerows([USAGE_COLUMNS, *rows])
+        text = io.StringIO(newline="")
+        csv.writer(text).writerows([USAGE_COLUMNS, *rows])
+        path = write_private(private_folder_in(get_upload_folder(), "gptoss-usage-") / "usage-by-day.csv",
+                             text.getvalue())
         plotted = pd.DataFrame([(r[0], r[1], r[3] + r[4]) for r in rows], columns=["day", "user", "tokens"])
         return (plotted, rows, str(path), _now_rows(page), await _key_rows(page), await _audit_rows(page))
 

@@ -5,12 +5,12 @@ would make them, so the page and a script see the same jobs. No Gradio."""
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 from batches import shapes
 from batches.runner import BatchRunner
 from batches.store import BatchStore, StorageFull, new_id
+from core.private_files import private_folder_in, write_private
 from pipeline.caller import Caller
 from settings.schema import Config
 
@@ -62,14 +62,13 @@ async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_i
     return state["status"]
 
 
-async def download(store: BatchStore, caller: Caller, batch_id: str, which: str) -> Path | None:
-    """The batch's output or error file, written to a folder of its own for the page to serve
-    (none is made for a job that has no such file, as while its id is being typed)."""
+async def download(store: BatchStore, caller: Caller, batch_id: str, which: str, root: Path) -> Path | None:
+    """The batch's output or error file, written 0600 to a 0700 folder of its own inside `root` (the
+    page's Gradio cache) for the page to serve (none is made for a job that has no such file, as
+    while its id is being typed)."""
     state = await store.batch(batch_id.strip(), caller.name)
     file_id = state.get(f"{which}_file_id") if state is not None else None
     content = await store.content(file_id, caller.name) if file_id else None
     if state is None or content is None:
         return None
-    path = Path(tempfile.mkdtemp(prefix="gptoss-job-")) / f"{state['id']}-{which}.jsonl"
-    path.write_bytes(content)
-    return path
+    return write_private(private_folder_in(root, "gptoss-job-") / f"{state['id']}-{which}.jsonl", content)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from core.private_files import private_dir, write_private
 from pipeline.caller import Caller
 from pipeline.chat import ChatPipeline
 from pipeline.events import Finished, Refused
@@ -95,14 +97,14 @@ async def _answer(pipeline: ChatPipeline, caller: Caller, index: int, prompt: st
 
 
 def write_results(results: list[BatchResult], fmt: str, directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"batch-results.{fmt}"
+    """The results as one file for the page to hand out: 0600, in `directory` (made 0700 if missing)."""
+    private_dir(directory)
     rows = [asdict(r) for r in results]
     if fmt == "jsonl":
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    else:
-        with path.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(BatchResult.__dataclass_fields__))
-            writer.writeheader()
-            writer.writerows(rows)
-    return path
+        return write_private(directory / "batch-results.jsonl",
+                             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(BatchResult.__dataclass_fields__))
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_private(directory / f"batch-results.{fmt}", text.getvalue())

@@ -4,12 +4,13 @@ capacity, with the caller's jobs (from the page or a script) listed with their p
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from batches.store import StorageFull
+from core.private_files import private_folder_in
 from ui.account.uploads import UploadRefused, uploaded_file
 from ui.batch import api_jobs
 from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
@@ -48,7 +49,7 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
         progress((0, len(items)), desc="batch")
         results = await run_batch(page.services.pipeline, caller, items, ChatSettings(priority=prio, temperature=0.7),
                                   _concurrency(conc), lambda done, total: progress((done, total), desc="batch"))
-        folder = Path(tempfile.mkdtemp(prefix="gptoss-batch-"))
+        folder = private_folder_in(get_upload_folder(), "gptoss-batch-")  # served by Gradio as is, not copied
         rows = [[r.index + 1, r.prompt, r.answer, r.status, r.tokens, r.queue_wait_s, r.reasoning]
                 for r in results]
         return (message(code_of(language), "batch_done", n=len(results)), rows,
@@ -114,7 +115,9 @@ def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) ->
     async def files(batch_id: str, request: gr.Request) -> tuple:
         """The job's answers and errors behind the two buttons, once it has them."""
         caller = page.caller_of(request)
-        found = [await api_jobs.download(services.batches, caller, batch_id, which) for which in ("output", "error")]
+        root = Path(get_upload_folder())
+        found = [await api_jobs.download(services.batches, caller, batch_id, which, root)
+                 for which in ("output", "error")]
         return tuple(gr.update(value=str(p) if p else None, interactive=p is not None) for p in found)
 
     submit.click(submit_job, [prompts, upload, page.lang], [job_status, job_id, listing], concurrency_limit=None)

@@ -8,13 +8,13 @@ renames, exports and deletes nothing."""
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import gradio as gr
+from gradio.utils import get_upload_folder
 
 from conversations.store import Conversation
+from core.private_files import private_folder_in, write_private
 from ui.account.uploads import UploadRefused, read_upload
 from ui.chat.chat_settings import SETTING_NAMES, ChatSettings, settings_values
 from ui.history.export import file_stem, to_json, to_markdown
@@ -122,13 +122,14 @@ class SidebarHandlers:
 
 
 def exported(chosen: list[Conversation], everything: bool, fmt: str, language: str) -> tuple[Update, str]:
-    """The file to download (JSON or Markdown) and what was done."""
+    """The file to download (JSON or Markdown) and what was done. It is written 0600 in a 0700 folder
+    inside Gradio's own cache, which Gradio then serves as it is instead of copying it with its own modes."""
     if not chosen:
         return gr.update(visible=False), message(code_of(language), "nothing_to_export")
-    folder = Path(tempfile.mkdtemp(prefix="gptoss-history-"))
+    folder = private_folder_in(get_upload_folder(), "gptoss-history-")
     markdown = fmt == "Markdown"
     path = folder / (file_stem(chosen, everything) + (".md" if markdown else ".json"))
-    path.write_text(to_markdown(chosen) if markdown else to_json(chosen), encoding="utf-8")
+    write_private(path, to_markdown(chosen) if markdown else to_json(chosen))
     return gr.update(value=str(path), visible=True), message(code_of(language), "exported", n=len(chosen))
 
 
