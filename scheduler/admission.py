@@ -15,7 +15,8 @@ class AdmissionController:
     High first, yet work-conserving: a share of the limit (`high_reserve`, rounded down) is kept
     from low and medium requests only while a high request waits (`high_waiting`); with none
     waiting it is lent to them. High requests count only their own class against the limit, or
-    against `high_slots` where their own traffic needs more, so an arriving high takes a lent slot
+    against `high_slots` where their own traffic needs more (never past `high_cap`, where the TPOT
+    line says the engine runs at the set point: past it every high misses), so an arriving high takes a lent slot
     back at once by running over the limit, and the lower classes wait until the total is back
     under it (the overshoot lasts one lower request's lifetime at most). Only the engine's own
     slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of
@@ -42,6 +43,7 @@ class AdmissionController:
         self.paused = False
         self.high_slots = 0
         self.high_busy = 0.0  # slots high traffic keeps busy on average
+        self.high_cap: int | None = None  # where the fitted TPOT line reaches the set point (None: no line yet)
         self._running: dict[RequestKey, int] = {}
         self._high: set[RequestKey] = set()
         self._high_prefilling: set[RequestKey] = set()
@@ -68,7 +70,8 @@ class AdmissionController:
 
     def slots_for(self, priority: PriorityClass, high_waiting: bool = False) -> int:
         if priority is PriorityClass.HIGH:
-            return min(self.upper, max(self.max_concurrency, self.high_slots))
+            wanted = self.high_slots if self.high_cap is None else min(self.high_slots, self.high_cap)
+            return min(self.upper, max(self.max_concurrency, wanted))
         kept = int(self.max_concurrency * self.high_reserve) if high_waiting else 0
         limit = max(self.max_concurrency, min(self.upper, self.burst_cap)) if self.unbounded else self.max_concurrency
         return max(1, min(limit - kept, self.upper - self._engine_reserve()))

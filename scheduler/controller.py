@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from scheduler.demand import reaching
 from scheduler.dispatcher import Dispatcher
 from scheduler.ledger import Ledger
 from scheduler.outcome import Outcome
@@ -74,6 +75,7 @@ class Controller:
         fit = s.tpot_line.fit()
         s.admission.unbounded = s.demand.served_on_time(fit, s.limit.target_s)
         s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
+        s.admission.high_cap = reaching(fit, s.limit.target_s)
         self._search_fill()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)

@@ -50,7 +50,12 @@ class Demand:
         their slots for their whole answers held a few highs' first tokens 4.8 s (p99); at 1.25x,
         bursts at 0.7x waited (low TTFT p99 1.06 s against vLLM's 0.28); 1.5x kept both (0.40 s
         at 3x, 0.36 s against 0.26 s at 0.7x)."""
-        if fit is None:
-            return 0
-        alone, slope = fit
-        return 1 << 30 if slope <= 0 else max(0, int((_BURST * objective_s - alone) / slope))
+        return reaching(fit, _BURST * objective_s) or 0
+
+
+def reaching(fit: tuple[float, float] | None, tpot_s: float) -> int | None:
+    """How many sequences the fitted line runs at `tpot_s` (None while there is no line)."""
+    if fit is None:
+        return None
+    alone, slope = fit
+    return 1 << 30 if slope <= 0 else max(0, int((tpot_s - alone) / slope))

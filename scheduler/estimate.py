@@ -10,6 +10,7 @@ from scheduler.request import PriorityClass
 
 NEVER_RETRY_S = 30  # what a request that would never start is told: the classes above may calm down
 MIN_SPAN_S = 5.0
+SURGE_S = 10.0  # a class's rate over this span counts where it is above the window's
 
 
 class DrainEstimator:
@@ -73,15 +74,15 @@ class ArrivalRates:
         return self._rate(now, lambda cls: cls.rank < priority.rank)
 
     def of(self, priority: PriorityClass, now: float) -> float:
-        """Arrivals per second of `priority` itself: over the window, or over its last `MIN_SPAN_S`
+        """Arrivals per second of `priority` itself: over the window, or over its last `SURGE_S`
         where that is higher, so a surge counts within seconds (a window that still holds a quiet
         spell would read a jump to 5x as 1x for half a minute) and a lull only once it lasts."""
         recent = 0
         for t in reversed(self._arrivals[priority]):
-            if t <= now - MIN_SPAN_S:
+            if t <= now - SURGE_S:
                 break
             recent += 1
-        return max(recent / MIN_SPAN_S, self._rate(now, lambda cls: cls is priority))
+        return max(recent / SURGE_S, self._rate(now, lambda cls: cls is priority))
 
     def _rate(self, now: float, counted: Callable[[PriorityClass], bool]) -> float:
         count = 0

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from scheduler.admission import AdmissionController
-from scheduler.estimate import MIN_SPAN_S, ArrivalRates, DrainEstimator
+from scheduler.estimate import MIN_SPAN_S, SURGE_S, ArrivalRates, DrainEstimator
 from scheduler.high_demand import HighDemand
 from scheduler.pressure import PressureMonitor
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
@@ -66,6 +66,10 @@ def test_high_may_hold_the_slots_its_own_traffic_keeps_busy_above_a_fallen_limit
     assert not adm.fits(make_request(P.HIGH)) and not adm.has_any_slot()
     adm.high_slots = 20
     assert adm.slots_for(P.HIGH) == 8 and adm.slots_for(P.LOW) == 3  # the engine's slots bound it; low keeps the limit
+    adm.high_cap = 6  # the TPOT line reaches the set point at 6: past it every high would miss
+    assert adm.slots_for(P.HIGH) == 6
+    adm.high_cap = 1
+    assert adm.slots_for(P.HIGH) == 3  # never under the running limit itself
 
 
 def test_high_demand_is_rate_times_service_at_the_objective_plus_its_spread():
@@ -90,10 +94,10 @@ def test_a_surge_counts_within_seconds_and_a_lull_only_over_the_window():
     rates = ArrivalRates(window_s=30.0)
     for i in range(3):
         rates.record(P.HIGH, float(i))  # traffic long ago, then quiet: the window holds the quiet spell
-    for i in range(24):
+    for i in range(60):
         rates.record(P.HIGH, 100.0 + i / 6)  # 6 a second from t=100
-    assert rates.of(P.HIGH, now=104.0) == pytest.approx(24 / MIN_SPAN_S)  # not 24 / 30
-    assert rates.of(P.HIGH, now=110.0) == pytest.approx(24 / 30)  # after it: the window's rate
+    assert rates.of(P.HIGH, now=109.95) == pytest.approx(60 / SURGE_S)  # not 60 / 30
+    assert rates.of(P.HIGH, now=125.0) == pytest.approx(60 / 30)  # after it: the window's rate
 
 
 def test_no_lower_request_starts_while_a_high_one_waits_for_its_first_token():
