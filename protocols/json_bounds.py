@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from protocols.regex_bounds import pattern_problem, schema_patterns
+
 ENVELOPE_DEPTH = 8  # the levels a body wraps a schema in: tools[0].function.parameters is 4
 SCHEMA_PLACES = (("tools", "*", "function", "parameters"), ("tools", "*", "parameters"),
                  ("response_format", "json_schema", "schema"), ("text", "format", "schema"))
@@ -38,6 +40,9 @@ class JsonBounds:
             if total > self.max_schema_bytes:
                 raise BoundError(param, f"the JSON schemas of this request come to more than {self.max_schema_bytes} "
                                         f"bytes (server.max_schema_bytes), at {param}")
+            for pattern in schema_patterns(schema):
+                if (problem := pattern_problem(pattern)) is not None:
+                    raise BoundError(param, f"the pattern {json.dumps(pattern)[:120]} in {param} {problem}")
         self._check_depth(body, None, self.max_depth + ENVELOPE_DEPTH, "a field of a request body")
         return total
 

@@ -19,7 +19,8 @@ from tests.api.test_bad_input import assert_error, assert_idle, post
 from tests.conftest import LiveServer, live_server
 
 MESSAGES = [{"role": "user", "content": "Fill in the form."}]
-BOMB = {"type": "string", "pattern": "^([a-z ]+)+!$", "minLength": 24}
+BOMB = {"type": "string", "pattern": "^([a-z ]+)+!$", "minLength": 24}  # refused by construct
+SLOW = {"type": "string", "pattern": "^(.*a){12}!$", "minLength": 24}  # not by construct: polynomial, of degree 12
 
 
 def nested(levels: int) -> dict[str, Any]:
@@ -126,10 +127,21 @@ def test_a_large_schema_within_the_bound_is_checked_and_answered(live):
 
 
 @pytest.mark.parametrize("field", ["response_format", "tools"])
-def test_a_backtracking_pattern_is_refused_quickly_without_stalling_the_server(live, streaming, caplog, field):
-    caplog.set_level(logging.INFO)
+def test_a_backtracking_pattern_is_refused_by_construct_naming_where(live, caplog, field):
     body = chat(response_format=output(BOMB)) if field == "response_format" else \
         chat(tools=tool({"type": "object", "properties": {"s": BOMB}, "required": ["s"]}), tool_choice="required")
+    where = "response_format.json_schema.schema" if field == "response_format" else "tools[0].function.parameters"
+    assert_error(post(live, body), 400, param=where, code="invalid_value", names="exponential")
+    words = {"type": "string", "pattern": "^[a-z]+( [a-z]+)*$"}  # nested, yet each repeat starts with a space
+    assert post(live, chat(response_format=output(words))).status_code == 200
+    quiet(caplog)
+
+
+@pytest.mark.parametrize("field", ["response_format", "tools"])
+def test_a_slow_pattern_is_refused_quickly_without_stalling_the_server(live, streaming, caplog, field):
+    caplog.set_level(logging.INFO)
+    body = chat(response_format=output(SLOW)) if field == "response_format" else \
+        chat(tools=tool({"type": "object", "properties": {"s": SLOW}, "required": ["s"]}), tool_choice="required")
     started = time.monotonic()
     response = post(live, body)
     assert time.monotonic() - started < 2

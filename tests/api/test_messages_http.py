@@ -182,11 +182,12 @@ def test_the_door_refuses_for_capacity_with_a_529() -> None:
         live.wait_for(lambda s: s["running"] == 1)
         wait.start()
         live.wait_for(lambda s: s["waiting_total"] == 1)
-        with pytest.raises(anthropic.InternalServerError) as full:
+        with pytest.raises(anthropic.OverloadedError) as full:
             api.messages.create(model="sim", max_tokens=5, messages=user("c"))
         hold.join(30)
         wait.join(30)
     assert full.value.status_code == 529 and full.value.body["error"]["type"] == "overloaded_error"
+    assert int(full.value.response.headers["retry-after"]) >= 1  # the SDK waits this long before it tries again
 
 
 def test_keys_and_classes_apply_as_on_chat(live: LiveServer) -> None:
@@ -295,6 +296,14 @@ def test_a_cached_answer_keeps_its_stop_sequence(make_server, tmp_path) -> None:
     assert (fresh.headers["x-cache"], replayed.headers["x-cache"]) == ("MISS", "HIT")
     for message in (fresh.parse(), replayed.parse()):
         assert message.stop_reason == "stop_sequence" and message.stop_sequence == asked["stop_sequences"][0]
+
+
+def test_a_cached_message_is_served_only_to_its_own_key(make_server, tmp_path) -> None:
+    live = make_server(KEYS, "cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}", "cache.namespace_by_key=true")
+    asked = {"model": "sim", "max_tokens": 20, "messages": user("Cached for whom?"), "extra_body": SAME}
+    alice, bob = client(live, "sk-alice-0001"), client(live, "sk-bob-00001")
+    seen = [api.messages.with_raw_response.create(**asked).headers["x-cache"] for api in (alice, alice, bob)]
+    assert seen == ["MISS", "HIT", "MISS"]
 
 
 def test_a_connection_level_refusal_on_the_messages_path_is_anthropics(make_server) -> None:

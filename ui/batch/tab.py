@@ -66,7 +66,6 @@ def build_batch_tab(page: Page, t: gr.I18n) -> Labels:
 def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) -> Labels:
     """Batch jobs: submit the prompts as one, list the caller's jobs every few seconds, cancel one,
     download its answers or errors."""
-    services = page.services
     submit = gr.Button(t("submit_job"), elem_id="submit-job")
     job_status = gr.Markdown(elem_id="job-status")
     listing = gr.Dataframe(headers=["id", "status", "progress", "completed", "failed", "total", "from"],
@@ -82,19 +81,36 @@ def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) ->
         errors = gr.DownloadButton(t("download_errors"), interactive=False,  # type: ignore[arg-type]
                                    elem_id="download-errors")
     timer = gr.Timer(2.0)
+    jobs = _JobHandlers(page)
+    submit.click(jobs.submit_job, [prompts, upload, page.lang], [job_status, job_id, listing], concurrency_limit=None)
+    for trigger in (timer.tick, refresh.click):
+        trigger(jobs.listed, None, listing, concurrency_limit=None, show_progress="hidden")
+    for trigger in (job_id.change, refresh.click):
+        trigger(jobs.files, job_id, [output, errors], concurrency_limit=None, show_progress="hidden")
+    cancel.click(jobs.cancel_job, [job_id, page.lang], [job_status, listing], concurrency_limit=None)
+    return {submit: "submit_job", listing: "jobs", job_id: "job_id", cancel: "cancel_job", refresh: "refresh",
+            output: "download_output", errors: "download_errors"}
 
-    def store_and_runner() -> tuple:
+
+class _JobHandlers:
+    """Each an endpoint of the page, for the signed-in caller's own jobs only."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+
+    def _store_and_runner(self) -> tuple:
+        services = self.page.services
         if services.batch_runner is None:
             raise gr.Error("batch jobs are not available")
         return services.batches, services.batch_runner
 
-    async def submit_job(text: str, file: str | None, language: str, request: gr.Request) -> tuple:
-        caller = page.caller_of(request)
+    async def submit_job(self, text: str, file: str | None, language: str, request: gr.Request) -> tuple:
+        caller, services = self.page.caller_of(request), self.page.services
         try:
             items = parse_prompts(text, uploaded_file(file))
         except (BatchInputError, UploadRefused) as exc:
             return f"⚠️ {exc}", gr.update(), gr.update()
-        store, runner = store_and_runner()
+        store, runner = self._store_and_runner()
         try:
             state = await api_jobs.submit(store, runner, services.config, caller,
                                           services.engine.capabilities.model, items, 0.7)
@@ -103,31 +119,22 @@ def _build_jobs(page: Page, t: gr.I18n, prompts: gr.Textbox, upload: gr.File) ->
         shown = message(code_of(language), "job_submitted", id=state["id"], n=len(items))
         return shown, state["id"], await api_jobs.rows(store, caller)
 
-    async def listed(request: gr.Request) -> list[list]:
-        return await api_jobs.rows(services.batches, page.caller_of(request))
+    async def listed(self, request: gr.Request) -> list[list]:
+        return await api_jobs.rows(self.page.services.batches, self.page.caller_of(request))
 
-    async def cancel_job(batch_id: str, language: str, request: gr.Request) -> tuple:
-        caller = page.caller_of(request)
-        store, runner = store_and_runner()
+    async def cancel_job(self, batch_id: str, language: str, request: gr.Request) -> tuple:
+        caller = self.page.caller_of(request)
+        store, runner = self._store_and_runner()
         state = await api_jobs.cancel(store, runner, caller, batch_id)
         return message(code_of(language), "job_state", state=state), await api_jobs.rows(store, caller)
 
-    async def files(batch_id: str, request: gr.Request) -> tuple:
+    async def files(self, batch_id: str, request: gr.Request) -> tuple:
         """The job's answers and errors behind the two buttons, once it has them."""
-        caller = page.caller_of(request)
+        caller = self.page.caller_of(request)
         root = Path(get_upload_folder())
-        found = [await api_jobs.download(services.batches, caller, batch_id, which, root)
+        found = [await api_jobs.download(self.page.services.batches, caller, batch_id, which, root)
                  for which in ("output", "error")]
         return tuple(gr.update(value=str(p) if p else None, interactive=p is not None) for p in found)
-
-    submit.click(submit_job, [prompts, upload, page.lang], [job_status, job_id, listing], concurrency_limit=None)
-    for trigger in (timer.tick, refresh.click):
-        trigger(listed, None, listing, concurrency_limit=None, show_progress="hidden")
-    for trigger in (job_id.change, refresh.click):
-        trigger(files, job_id, [output, errors], concurrency_limit=None, show_progress="hidden")
-    cancel.click(cancel_job, [job_id, page.lang], [job_status, listing], concurrency_limit=None)
-    return {submit: "submit_job", listing: "jobs", job_id: "job_id", cancel: "cancel_job", refresh: "refresh",
-            output: "download_output", errors: "download_errors"}
 
 
 def _concurrency(value: object) -> int:
