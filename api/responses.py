@@ -141,8 +141,12 @@ def parse_request(data: dict, model: str) -> Parsed:
 
 def checked_chat(data: dict, model: str) -> ChatCompletionRequest:
     """A body checked whole before anything runs (a batch line's): its chain and sealed reasoning
-    are read when it runs."""
-    body, items, shape, _ = parse_request(data, model)
+    are read when it runs. Hosted tools are refused here: a live request hears they were not shown
+    to the model (X-Unsupported-Tools), a batch line could not."""
+    body, items, shape, hosted = parse_request(data, model)
+    if hosted:
+        raise APIError(400, f"tools this server cannot run: {', '.join(hosted)}", param="tools",
+                       code="unsupported_parameter")
     return _chat(body, items, shape)
 
 

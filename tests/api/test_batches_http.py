@@ -129,6 +129,7 @@ def test_a_responses_batch_stores_and_chains_each_answer_for_its_owner_only(tmp_
     (response_line(2, frobnicate=1), "body.frobnicate"),
     (response_line(2, input=[]), "body.input"),
     (response_line(2, tool_choice="required"), "body.tool_choice"),
+    (response_line(2, tools=[{"type": "web_search"}]), "body.tools"),
     (line(2), "url"),
 ])
 def test_a_responses_line_is_checked_as_post_v1_responses_checks_it(tmp_path, row, where) -> None:
