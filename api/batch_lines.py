@@ -66,7 +66,7 @@ def build_runner(services: Services) -> BatchRunner:
             raise ValueError(f"body.{exc.param}: {message}" if exc.param else f"body: {message}") from None
 
     batches = config.batches
-    return BatchRunner(services.batches, run, check, services.scheduler.idle_slots, owner, batches.max_lines,
+    return BatchRunner(services.batches, run, check, services.scheduler.background_room, owner, batches.max_lines,
                        config.server.max_body_bytes, batches.max_parallel)
 
 

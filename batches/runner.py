@@ -1,6 +1,6 @@
-"""Runs batches on the capacity interactive traffic leaves: a line starts only on the background
-slots the scheduler says are idle (scheduler/background.py), and a line preempted for interactive
-work goes back to be tried again, its partial answer dropped. Batches take turns by owner, so one
+"""Runs batches on the capacity interactive traffic leaves: a line starts only within the room the
+scheduler gives background work (scheduler/background.py), counting every line of ours in flight,
+and a line preempted for interactive work goes back to be tried again, its partial answer dropped. Batches take turns by owner, so one
 caller's 50,000 lines do not hold back another's ten. A line refused for a rate limit goes back and
 is tried again after its Retry-After; every other answer, error or not, is the line's result,
 committed as it comes."""
@@ -38,7 +38,7 @@ class Answer:
 
 
 Run = Callable[[Caller, str, dict], Awaitable[Answer]]  # (owner, endpoint, body) -> its answer
-FreeSlots = Callable[[], int]
+Room = Callable[[], int]  # background lines the engine may hold now in all, ours in flight included
 Owner = Callable[[str, str], Caller | None]  # (name, cache namespace) -> the caller, None if its key is gone
 
 
@@ -56,10 +56,10 @@ class _Batch:
 
 
 class BatchRunner:
-    def __init__(self, store: BatchStore, run: Run, check: shapes.CheckBody, free_slots: FreeSlots, owner: Owner,
+    def __init__(self, store: BatchStore, run: Run, check: shapes.CheckBody, room: Room, owner: Owner,
                  max_lines: int, max_line_bytes: int, max_parallel: int = 0, clock: Callable[[], float] = time.time
                  ) -> None:
-        self.store, self.run, self.check, self.free_slots, self.owner = store, run, check, free_slots, owner
+        self.store, self.run, self.check, self.room, self.owner = store, run, check, room, owner
         self.max_lines, self.max_line_bytes, self.max_parallel, self.clock = max_lines, max_line_bytes, max_parallel, clock
         self._batches: dict[str, _Batch] = {}
         self._wake = asyncio.Event()
@@ -205,7 +205,7 @@ class BatchRunner:
         batch.state = new
 
     async def _start_lines(self) -> None:
-        free = self.free_slots()
+        free = self.room() - self.lines_running  # a line started but not yet admitted counts too
         if self.max_parallel:
             free = min(free, self.max_parallel - self.lines_running)
         now = self.clock()
@@ -214,15 +214,16 @@ class BatchRunner:
             return
         owners = sorted({b.owner for b in ready})
         self._turn = (self._turn + 1) % len(owners)
+        started = 0
         for owner in owners[self._turn:] + owners[:self._turn]:  # one owner after another, a line each
             for batch in (b for b in ready if b.owner == owner):
                 if await self._start_one(batch, now):
-                    free -= 1
+                    started += 1
                     break
-            if free <= 0:
+            if started >= free:
                 return
-        if free > 0 and any(b.running for b in ready):
-            self._wake.set()  # more room: another round at once
+        if started:
+            self._wake.set()  # more room: another round at once (none started: wait for a line to end or the tick)
 
     async def _start_one(self, batch: _Batch, now: float) -> bool:
         skip = set(batch.running) | {line for line, at in batch.waiting.items() if at > now}
@@ -238,8 +239,8 @@ class BatchRunner:
     async def _answer(self, batch: _Batch, line: Line) -> None:
         try:
             answer = await self._answer_of(batch, line)
-            if answer.yielded:
-                batch.waiting[line.line] = self.clock()
+            if answer.yielded:  # tried again once there is room, not at once: a refusal repeated would spin
+                batch.waiting[line.line] = self.clock() + _TICK_S
                 return
             tries = batch.tries[line.line] = batch.tries.get(line.line, 0) + 1
             if answer.retry_after_s is not None and tries < _MAX_RETRIES:

@@ -237,12 +237,18 @@ class Scheduler:
     def finished_info(self, key: RequestKey) -> dict | None:
         return self.ledger.finished_info(key)
 
-    def idle_slots(self) -> int:
-        """Slots background work (batch lines) may start on now (scheduler/background.py)."""
+    def background_room(self) -> int:
+        """Background lines (batch lines) the engine may hold now in all, those running included
+        (scheduler/background.py). Its user counts its own lines in flight against it, admitted or
+        about to be, so it never starts more than fit (each one over would be refused and tried again)."""
         a = self.state.admission
         if len(self.state.queue) or a.paused:
             return 0
-        return max(0, min(self.state.background_slots() - a.background_running, a.background_fill() - a.running))
+        return max(0, min(self.state.background_slots(), a.background_fill() - (a.running - a.background_running)))
+
+    def idle_slots(self) -> int:
+        """Slots background work may start on now: the room less the background lines running."""
+        return max(0, self.background_room() - self.state.admission.background_running)
 
     def recent_wait_s(self) -> float:
         return self.ledger.recent_wait_s()
