@@ -64,6 +64,7 @@ class BatchRunner:
         self._batches: dict[str, _Batch] = {}
         self._wake = asyncio.Event()
         self._turn = 0
+        self._held_until = 0.0  # a line was refused for want of room: none starts before then
         self._purged = clock()
 
     @property
@@ -205,6 +206,8 @@ class BatchRunner:
         batch.state = new
 
     async def _start_lines(self) -> None:
+        if self.clock() < self._held_until:
+            return
         free = self.room() - self.lines_running  # a line started but not yet admitted counts too
         if self.max_parallel:
             free = min(free, self.max_parallel - self.lines_running)
@@ -214,16 +217,20 @@ class BatchRunner:
             return
         owners = sorted({b.owner for b in ready})
         self._turn = (self._turn + 1) % len(owners)
-        started = 0
-        for owner in owners[self._turn:] + owners[:self._turn]:  # one owner after another, a line each
-            for batch in (b for b in ready if b.owner == owner):
-                if await self._start_one(batch, now):
-                    started += 1
-                    break
-            if started >= free:
-                return
-        if started:
-            self._wake.set()  # more room: another round at once (none started: wait for a line to end or the tick)
+        turns = owners[self._turn:] + owners[:self._turn]
+        started = True
+        while started and free > 0:  # one owner after another, a line each, until the room is used
+            started = False
+            for owner in turns:
+                if free > 0 and await self._start_next(owner, ready, now):
+                    free -= 1
+                    started = True
+
+    async def _start_next(self, owner: str, ready: list[_Batch], now: float) -> bool:
+        for batch in (b for b in ready if b.owner == owner):
+            if await self._start_one(batch, now):
+                return True
+        return False
 
     async def _start_one(self, batch: _Batch, now: float) -> bool:
         skip = set(batch.running) | {line for line, at in batch.waiting.items() if at > now}
@@ -239,8 +246,8 @@ class BatchRunner:
     async def _answer(self, batch: _Batch, line: Line) -> None:
         try:
             answer = await self._answer_of(batch, line)
-            if answer.yielded:  # tried again once there is room, not at once: a refusal repeated would spin
-                batch.waiting[line.line] = self.clock() + _TICK_S
+            if answer.yielded:  # no line starts for a tick: the room was not there (a refusal repeated would spin)
+                batch.waiting[line.line] = self._held_until = self.clock() + _TICK_S
                 return
             tries = batch.tries[line.line] = batch.tries.get(line.line, 0) + 1
             if answer.retry_after_s is not None and tries < _MAX_RETRIES:
