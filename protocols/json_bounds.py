@@ -14,7 +14,8 @@ from protocols.regex_bounds import pattern_problem, schema_patterns
 
 ENVELOPE_DEPTH = 8  # the levels a body wraps a schema in: tools[0].function.parameters is 4
 SCHEMA_PLACES = (("tools", "*", "function", "parameters"), ("tools", "*", "parameters"),
-                 ("response_format", "json_schema", "schema"), ("text", "format", "schema"))
+                 ("response_format", "json_schema", "schema"), ("text", "format", "schema"),
+                 ("tools", "*", "input_schema"), ("output_config", "format", "schema"))  # the last two: Anthropic's
 KWARGS_PLACES = (("chat_template_kwargs",),)
 
 

@@ -7,6 +7,7 @@ pass. Read with Python's own regular-expression parser; no match is ever run her
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from re import _constants as sre_constants  # type: ignore[attr-defined]
@@ -14,31 +15,35 @@ from re import _parser as sre_parser  # type: ignore[attr-defined]
 from typing import Any
 
 MAX_PATTERN_CHARS = 1000
-MAX_COUNT = 1000  # the largest {m,n} a pattern may count to
+MAX_COUNT = 1000  # the most repeats a pattern may count to, nested counts multiplied ((a{100}){100} is 10,000)
 _REPEATS = {sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", None)}
 
 
+@functools.lru_cache(maxsize=4096)
 def pattern_problem(pattern: str) -> str | None:
-    """Why `pattern` is refused, or None."""
+    """Why `pattern` is refused, or None (cached: an agent sends the same schemas every turn)."""
     if len(pattern) > MAX_PATTERN_CHARS:
         return f"is {len(pattern)} characters long; at most {MAX_PATTERN_CHARS} are taken"
     try:
         tree = sre_parser.parse(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
         return f"is not a regular expression: {exc}"
-    stack = [tree]
+    stack: list[tuple[Any, int]] = [(tree, 1)]  # (part, the repeats its enclosing counts multiply to)
     while stack:
-        for op, arg in stack.pop():
+        node, times = stack.pop()
+        for op, arg in node:
             if op in _REPEATS:
-                _, high, inner = arg
-                if high is sre_constants.MAXREPEAT and _only_a_repeat(inner):
+                low, high, inner = arg
+                unbounded = high is sre_constants.MAXREPEAT
+                if unbounded and _only_a_repeat(inner):
                     return "repeats an unbounded repeat with nothing else required (as (a+)+ does), which can " \
                            "take a matcher exponential time"
-                if high is not sre_constants.MAXREPEAT and high > MAX_COUNT:
-                    return f"counts to {high}; at most {MAX_COUNT} repeats are taken"
-                stack.append(inner)
+                counted = times * max(1, low if unbounded else high)
+                if counted > MAX_COUNT:
+                    return f"counts to {counted} repeats (nested counts multiplied); at most {MAX_COUNT} are taken"
+                stack.append((inner, counted))
             else:
-                stack.extend(_children(op, arg))
+                stack.extend((child, times) for child in _children(op, arg))
     return None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from protocols.json_bounds import BoundError, JsonBounds
 from protocols.regex_bounds import pattern_problem, schema_patterns
 
 
@@ -21,6 +22,9 @@ def test_nestings_that_are_not_ambiguous_pass(pattern: str) -> None:
 
 def test_huge_counts_long_patterns_and_non_patterns_are_refused() -> None:
     assert "counts to 5000" in (pattern_problem("a{5000}") or "")
+    assert "counts to 4294967294" in (pattern_problem("a{4294967294,}") or "")  # an open repeat's least count
+    assert "nested counts multiplied" in (pattern_problem("((a{100}){100})") or "")
+    assert pattern_problem("(\\d{3}-){10}") is None
     assert "characters long" in (pattern_problem("a" * 1001) or "")
     assert "not a regular expression" in (pattern_problem("[") or "")
 
@@ -30,3 +34,17 @@ def test_every_pattern_of_a_schema_is_found_at_any_depth() -> None:
                                                "pattern": {"type": "array", "items": {"pattern": "^y$"}}},
               "patternProperties": {"^z": {"type": "string"}}}
     assert sorted(schema_patterns(schema)) == ["^x$", "^y$", "^z"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"tools": [{"name": "f", "input_schema": {"type": "object", "properties": {"s": {"pattern": "(a+)+"}}}}]},
+     "tools[0].input_schema"),
+    ({"output_config": {"format": {"type": "json_schema", "schema": {"type": "string", "pattern": "(a+)+"}}}},
+     "output_config.format.schema"),
+    ({"text": {"format": {"type": "json_schema", "schema": {"$defs": {"x": {"pattern": "a{2000}"}}}}}},
+     "text.format.schema"),
+])
+def test_every_wire_formats_schemas_are_read_for_patterns(body: dict, param: str) -> None:
+    with pytest.raises(BoundError) as refused:
+        JsonBounds().check(body)
+    assert refused.value.param == param
