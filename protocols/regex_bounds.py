@@ -34,7 +34,7 @@ def pattern_problem(pattern: str) -> str | None:
         for op, arg in node:
             if op in _REPEATS:
                 low, high, inner = arg
-                unbounded = high is sre_constants.MAXREPEAT
+                unbounded = high == sre_constants.MAXREPEAT
                 if unbounded and _only_a_repeat(inner):
                     return "repeats an unbounded repeat with nothing else required (as (a+)+ does), which can " \
                            "take a matcher exponential time"
@@ -52,7 +52,7 @@ def _only_a_repeat(body: Any) -> bool:
     items = list(body)
     while len(items) == 1 and items[0][0] is sre_constants.SUBPATTERN:
         items = list(items[0][1][-1])
-    repeats = [a for op, a in items if op in _REPEATS and a[1] is sre_constants.MAXREPEAT]
+    repeats = [a for op, a in items if op in _REPEATS and a[1] == sre_constants.MAXREPEAT]
     optional = [a for op, a in items if op in _REPEATS and a[0] == 0]
     return bool(repeats) and len(items) == len({id(a) for a in repeats + optional})
 
