@@ -44,7 +44,8 @@ class Dispatcher:
         s.recent_waits.append((now, wait))
         ticket = s.tickets[request.key]
         ticket.events.put_nowait(Dispatched(wait))
-        self.ledger.emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
+        if s.listeners:
+            self.ledger.emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
         if log.isEnabledFor(logging.DEBUG):
             log.debug("dispatch id=%s caller=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
                       request.caller, request.priority.value, s.queue.effective_score(request, now), wait,

@@ -68,7 +68,8 @@ class FairIndex:
                 break
         for entry in held:
             heapq.heappush(heap, entry)
-        self._compact(priority)
+        if len(heap) >= 1024:
+            self._compact(priority)
         return found
 
     def least_counter(self) -> float | None:
@@ -84,7 +85,7 @@ class FairIndex:
     def _compact(self, priority: PriorityClass) -> None:
         """Superseded entries pile up as waiters arrive; drop them when they outnumber the callers."""
         heap, current = self._callers[priority], self._current[priority]
-        if len(heap) < 1024 or len(heap) < 4 * len(current):
+        if len(heap) < 4 * len(current):
             return
         self._callers[priority] = [e for e in heap if current.get(e[3]) == e[2]]
         heapq.heapify(self._callers[priority])

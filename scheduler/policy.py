@@ -28,6 +28,10 @@ class Decision:
     reason: Reason
 
 
+_CLOSED, _NO_SLOT, _EMPTY, _HEAD_WAITS = (Decision(None, r) for r in (Reason.CLOSED, Reason.NO_SLOT, Reason.EMPTY,
+                                                                     Reason.HEAD_WAITS))
+
+
 class SchedulingPolicy(Protocol):
     def next_start(self, state: SchedulerState) -> Decision: ...
 
@@ -43,20 +47,20 @@ class ClassPolicy:
 
     def next_start(self, state: SchedulerState) -> Decision:
         if state.closed:
-            return Decision(None, Reason.CLOSED)
+            return _CLOSED
         high_waiting = state.queue.count(PriorityClass.HIGH) > 0
         if not state.admission.has_any_slot(high_waiting):
-            return Decision(None, Reason.NO_SLOT)
+            return _NO_SLOT
         head = state.share.next_up(state.queue)
         if head is None:
-            return Decision(None, Reason.EMPTY)
+            return _EMPTY
         if head.priority is not PriorityClass.HIGH and state.admission.held_for_high(high_waiting):
             high = _high_behind(state, head) if high_waiting else None  # an aged lower head waits too
-            return Decision(high, Reason.HIGH_FIRST) if high is not None else Decision(None, Reason.HEAD_WAITS)
+            return Decision(high, Reason.HIGH_FIRST) if high is not None else _HEAD_WAITS
         if state.admission.fits(head, high_waiting):
             return Decision(head, Reason.HEAD)
         high = _high_behind(state, head)
-        return Decision(high, Reason.HIGH_BEHIND) if high is not None else Decision(None, Reason.HEAD_WAITS)
+        return Decision(high, Reason.HIGH_BEHIND) if high is not None else _HEAD_WAITS
 
 
 def _high_behind(state: SchedulerState, head: Request) -> Request | None:

@@ -54,8 +54,10 @@ class PriorityQueue:
         return self._members.get(request.key) is request
 
     def peek(self) -> Request | None:
-        self._drop_stale_top()
-        return self._heap[0][2] if self._heap else None
+        heap, members = self._heap, self._members
+        while heap and members.get((top := heap[0][2]).key) is not top:
+            heapq.heappop(heap)
+        return heap[0][2] if heap else None
 
     def pop(self) -> Request | None:
         self._drop_stale_top()

@@ -56,10 +56,10 @@ class Request:
     engine_id: str = ""  # the id the engine runs it under, unique among live requests; the scheduler sets it
     background: bool = False  # a batch line: runs only on capacity interactive work leaves (scheduler/background.py)
     preempted: bool = False  # background work told to give its slot back
+    key: RequestKey = field(init=False, repr=False)  # (caller, request_id): both fixed at creation
 
-    @property
-    def key(self) -> RequestKey:
-        return RequestKey(self.caller, self.request_id)
+    def __post_init__(self) -> None:
+        self.key = RequestKey(self.caller, self.request_id)
 
     @property
     def cost_tokens(self) -> int:
