@@ -34,11 +34,13 @@ run: $(VENV)/.installed-run $(VENV)/.installed-engine
 
 test: $(VENV)/.installed-test $(VENV)/.installed-engines
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest $(ARGS)
 
 test-fast: $(VENV)/.installed-test
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest -m "not vllm and not llamacpp" $(ARGS)
 

@@ -1,8 +1,8 @@
 """GPT-OSS WebUI: one process serving the OpenAI-compatible API over the priority scheduler.
 
-    python app.py [--config config.yaml] [--preset team] [--engine sim] [--host H] [--port P]
-                  [--set dotted.key=value ...]
-    python app.py --help-config      # every config key: type, default, bounds, description
+python app.py [--config config.yaml] [--preset team] [--engine sim] [--host H] [--port P]
+              [--set dotted.key=value ...]
+python app.py --help-config      # every config key: type, default, bounds, description
 """
 
 from __future__ import annotations
@@ -36,10 +36,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--engine", help="engine backend, same as --set engine.backend=NAME")
     parser.add_argument("--host", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default 8000)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any config key, e.g. --set scheduler.max_concurrency=4 (repeatable)")
-    parser.add_argument("--help-config", action="store_true",
-                        help="print every config key (type, default, bounds, description) and exit")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any config key, e.g. --set scheduler.max_concurrency=4 (repeatable)",
+    )
+    parser.add_argument(
+        "--help-config",
+        action="store_true",
+        help="print every config key (type, default, bounds, description) and exit",
+    )
     return parser.parse_args(argv)
 
 
@@ -54,14 +63,20 @@ def build_config(args: argparse.Namespace) -> Config:
     return load_config(args.config, args.preset, [*overrides, *args.overrides])
 
 
-def build_app(config: Config, on_engine_failure: Callable[[BaseException], None] | None = None,
-              config_path: str = str(DEFAULT_CONFIG)) -> tuple[FastAPI, Services]:
+def build_app(
+    config: Config,
+    on_engine_failure: Callable[[BaseException], None] | None = None,
+    config_path: str = str(DEFAULT_CONFIG),
+) -> tuple[FastAPI, Services]:
     services = build_services(config)
     return app_for(services, on_engine_failure, config_path), services
 
 
-def app_for(services: Services, on_engine_failure: Callable[[BaseException], None] | None = None,
-            config_path: str = str(DEFAULT_CONFIG)) -> FastAPI:
+def app_for(
+    services: Services,
+    on_engine_failure: Callable[[BaseException], None] | None = None,
+    config_path: str = str(DEFAULT_CONFIG),
+) -> FastAPI:
     """The API, and the page when it is on, over parts already built."""
     app = create_app(services, on_engine_failure)
     if services.config.server.ui:
@@ -114,11 +129,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     configure_logging(config.logging)
     warn_of_open_key_files(args.config, config)
-    server_config = uvicorn.Config(app, host=config.server.host, port=config.server.port,
-                                   log_level=config.logging.level.lower(), timeout_graceful_shutdown=5,
-                                   **uvicorn_settings(config.server))
-    install_secret_filter([*config.server.api_keys, *config.server.admin_keys, *config.scheduler.priority_keys,
-                           *(k.key for k in config.server.keys if k.key)])
+    server_config = uvicorn.Config(
+        app,
+        host=config.server.host,
+        port=config.server.port,
+        log_level=config.logging.level.lower(),
+        timeout_graceful_shutdown=5,
+        **uvicorn_settings(config.server),
+    )
+    install_secret_filter(
+        [
+            *config.server.api_keys,
+            *config.server.admin_keys,
+            *config.scheduler.priority_keys,
+            *(k.key for k in config.server.keys if k.key),
+        ]
+    )
     server = Server(server_config, on_exit=services.scheduler.shutdown)
     try:
         server.run()

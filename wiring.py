@@ -59,23 +59,42 @@ def build_services(config: Config) -> Services:
     state = config.state
     # The local limiter and ledger know only the small interfaces they declare (SharedTally,
     # MinuteSink); which implementation sits behind them is chosen here.
-    counts = SharedCounts(state.redis_url, keyring.limits_by_name(), state.sync_interval_s) if state.shared_limits else None
+    counts = (
+        SharedCounts(state.redis_url, keyring.limits_by_name(), state.sync_interval_s) if state.shared_limits else None
+    )
     minutes = SharedUsage(state.redis_url, state.sync_interval_s) if state.shared_usage else None
     on_disk = config.usage
-    usage_file = UsageFile(on_disk.path, on_disk.retention_days * 86_400, on_disk.flush_interval_s) if on_disk.path else None
+    usage_file = (
+        UsageFile(on_disk.path, on_disk.retention_days * 86_400, on_disk.flush_interval_s) if on_disk.path else None
+    )
     sinks = [s for s in (usage_file, minutes) if s is not None]
     usage = UsageLedger(shared=Fanout(*sinks) if len(sinks) > 1 else sinks[0] if sinks else None)
-    pipeline = ChatPipeline(config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts),
-                            usage)
+    pipeline = ChatPipeline(
+        config, engine, scheduler, CachePath(cache, config.cache), RateLimiter(shared=counts), usage
+    )
     seal = ReasoningSeal.from_file(Path(config.responses.path).with_suffix(".key"))
     stored = config.batches
     batches = BatchStore(stored.path, stored.max_files, stored.max_bytes, stored.max_batches, stored.retention_s)
-    services = Services(config, engine, scheduler, keyring, pipeline, _responses(config), seal, batches, cache,
-                        _gpu_monitor(config, scheduler), shared_counts=counts, shared_usage=minutes,
-                        usage_file=usage_file, key_store=KeyStore(on_disk.path) if on_disk.path else None)
+    services = Services(
+        config,
+        engine,
+        scheduler,
+        keyring,
+        pipeline,
+        _responses(config),
+        seal,
+        batches,
+        cache,
+        _gpu_monitor(config, scheduler),
+        shared_counts=counts,
+        shared_usage=minutes,
+        usage_file=usage_file,
+        key_store=KeyStore(on_disk.path) if on_disk.path else None,
+    )
     if config.alerts.webhook_url:
-        services.alerts = AlertNotifier(config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)),
-                                        time.monotonic)
+        services.alerts = AlertNotifier(
+            config.alerts, lambda: (scheduler.recent_wait_s(), len(scheduler.queue)), time.monotonic
+        )
     return services
 
 
@@ -91,8 +110,9 @@ def _cache(config: Config) -> ResponseCache | RedisResponseCache | None:
 def _responses(config: Config) -> ChainedStore:
     stored = config.responses
     if stored.backend == "redis":
-        return RedisResponseStore(config.state.redis_url, stored.ttl_s, stored.max_responses,
-                                  gateway_name(config.server.port))
+        return RedisResponseStore(
+            config.state.redis_url, stored.ttl_s, stored.max_responses, gateway_name(config.server.port)
+        )
     return ResponseStore(stored.path, stored.ttl_s, stored.max_responses)
 
 

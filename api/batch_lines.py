@@ -34,8 +34,9 @@ def build_runner(services: Services) -> BatchRunner:
 
     async def run(caller: Caller, endpoint: str, data: dict) -> Answer:
         try:
-            call, render = await (_responses(services, caller, data) if endpoint == "/v1/responses"
-                                  else _chat(services, caller, data))
+            call, render = await (
+                _responses(services, caller, data) if endpoint == "/v1/responses" else _chat(services, caller, data)
+            )
             chat = await services.pipeline.start(call)
         except Refusal as exc:
             return _refused(exc, f"batch-{uuid.uuid4().hex}")
@@ -66,8 +67,16 @@ def build_runner(services: Services) -> BatchRunner:
             raise ValueError(f"body.{exc.param}: {message}" if exc.param else f"body: {message}") from None
 
     batches = config.batches
-    return BatchRunner(services.batches, run, check, services.scheduler.background_room, owner, batches.max_lines,
-                       config.server.max_body_bytes, batches.max_parallel)
+    return BatchRunner(
+        services.batches,
+        run,
+        check,
+        services.scheduler.background_room,
+        owner,
+        batches.max_lines,
+        config.server.max_body_bytes,
+        batches.max_parallel,
+    )
 
 
 async def _chat(services: Services, caller: Caller, data: dict) -> tuple[ChatCall, Render]:

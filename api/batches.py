@@ -32,8 +32,9 @@ async def create_file(request: Request) -> dict:
         async with request.form(max_files=1, max_fields=4, max_part_size=limit) as form:
             purpose, upload = form.get("purpose"), form.get("file")
             if purpose != "batch":
-                raise APIError(400, f"purpose must be batch; got {shapes.shown(purpose)}", param="purpose",
-                               code="invalid_value")
+                raise APIError(
+                    400, f"purpose must be batch; got {shapes.shown(purpose)}", param="purpose", code="invalid_value"
+                )
             if not isinstance(upload, UploadFile):
                 raise APIError(400, "missing required parameter: 'file'", param="file")
             content = await upload.read(limit + 1)
@@ -41,8 +42,7 @@ async def create_file(request: Request) -> dict:
     except (MultiPartException, AssertionError) as exc:
         raise APIError(400, f"the body must be multipart/form-data with `file` and `purpose`: {exc}") from None
     if len(content) > limit:
-        raise APIError(413, f"the file is larger than the limit of {limit} bytes", param="file",
-                       code="file_too_large")
+        raise APIError(413, f"the file is larger than the limit of {limit} bytes", param="file", code="file_too_large")
     try:
         return (await services.batches.put_file(caller.name, purpose, filename, content)).shape()
     except StorageFull as exc:
@@ -50,8 +50,9 @@ async def create_file(request: Request) -> dict:
 
 
 @router.get("/v1/files")
-async def list_files(request: Request, purpose: str | None = None, after: str | None = None, limit: int = 10_000,
-                     order: str = "desc") -> dict:
+async def list_files(
+    request: Request, purpose: str | None = None, after: str | None = None, limit: int = 10_000, order: str = "desc"
+) -> dict:
     caller = identify(request)
     _check_page(limit, order, 10_000)
     files = await services_of(request).batches.files(caller.name, purpose, after, limit + 1, order == "desc")
@@ -96,24 +97,37 @@ async def create_batch(request: Request) -> dict:
     services.pipeline.limiter.admit_request(caller)
     data = await read_object(request)
     if unknown := sorted(set(data) - _CREATE_FIELDS):
-        raise APIError(400, f"unrecognized request argument supplied: {unknown[0]}", param=unknown[0],
-                       code="unsupported_parameter")
+        raise APIError(
+            400, f"unrecognized request argument supplied: {unknown[0]}", param=unknown[0], code="unsupported_parameter"
+        )
     file_id, endpoint, window = data.get("input_file_id"), data.get("endpoint"), data.get("completion_window")
     metadata = _metadata(data.get("metadata"))
     if endpoint not in shapes.ENDPOINTS:
-        raise APIError(400, f"endpoint must be one of {', '.join(shapes.ENDPOINTS)}; got {shapes.shown(endpoint)}",
-                       param="endpoint", code="invalid_value")
+        raise APIError(
+            400,
+            f"endpoint must be one of {', '.join(shapes.ENDPOINTS)}; got {shapes.shown(endpoint)}",
+            param="endpoint",
+            code="invalid_value",
+        )
     if window != "24h":
-        raise APIError(400, f"completion_window must be 24h; got {shapes.shown(window)}", param="completion_window",
-                       code="invalid_value")
+        raise APIError(
+            400,
+            f"completion_window must be 24h; got {shapes.shown(window)}",
+            param="completion_window",
+            code="invalid_value",
+        )
     if not isinstance(file_id, str) or await services.batches.file(file_id, caller.name) is None:
         raise APIError(404, f"no file {shapes.shown(file_id)}", param="input_file_id", code="not_found")
     config = services.config.batches
     if await services.batches.unfinished_of(caller.name) >= config.max_unfinished:
-        raise APIError(429, f"{config.max_unfinished} of your batches are not finished yet; wait for one or cancel it",
-                       code="too_many_batches")
-    state = shapes.new_batch(new_id("batch"), file_id, endpoint, window, metadata, services.batches.clock(),
-                             config.completion_window_s)
+        raise APIError(
+            429,
+            f"{config.max_unfinished} of your batches are not finished yet; wait for one or cancel it",
+            code="too_many_batches",
+        )
+    state = shapes.new_batch(
+        new_id("batch"), file_id, endpoint, window, metadata, services.batches.clock(), config.completion_window_s
+    )
     await services.batches.put_batch(caller.name, caller.cache_namespace, state)
     batch_runner_of(request).add(caller.name, caller.cache_namespace, state)
     return state
@@ -144,8 +158,12 @@ async def cancel_batch(request: Request, batch_id: str) -> dict:
     if state["status"] == "cancelling":
         batch_runner_of(request).cancel(batch_id, state)
     if was not in ("validating", "in_progress", "cancelling"):
-        raise APIError(409, f"batch {batch_id} is {state['status']}: only a batch in progress can be cancelled",
-                       param="batch_id", code="invalid_state")
+        raise APIError(
+            409,
+            f"batch {batch_id} is {state['status']}: only a batch in progress can be cancelled",
+            param="batch_id",
+            code="invalid_state",
+        )
     return await _current(services.batches, state)
 
 
@@ -166,18 +184,30 @@ async def _current(store: BatchStore, state: dict) -> dict:
 def _metadata(value: object) -> dict | None:
     if value is None:
         return None
-    if not (isinstance(value, dict) and len(value) <= 16 and all(
-            isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512 for k, v in value.items())):
-        raise APIError(400, "metadata: at most 16 string keys (64 characters) with string values (512)",
-                       param="metadata", code="invalid_value")
+    if not (
+        isinstance(value, dict)
+        and len(value) <= 16
+        and all(isinstance(k, str) and len(k) <= 64 and isinstance(v, str) and len(v) <= 512 for k, v in value.items())
+    ):
+        raise APIError(
+            400,
+            "metadata: at most 16 string keys (64 characters) with string values (512)",
+            param="metadata",
+            code="invalid_value",
+        )
     return value
 
 
 def _page(items: list[dict], limit: int) -> dict:
     """OpenAI's list: `limit` items of the `limit + 1` read, and whether there are more."""
     shown = items[:limit]
-    return {"object": "list", "data": shown, "first_id": shown[0]["id"] if shown else None,
-            "last_id": shown[-1]["id"] if shown else None, "has_more": len(items) > limit}
+    return {
+        "object": "list",
+        "data": shown,
+        "first_id": shown[0]["id"] if shown else None,
+        "last_id": shown[-1]["id"] if shown else None,
+        "has_more": len(items) > limit,
+    }
 
 
 def _check_page(limit: int, order: str, most: int) -> None:
@@ -189,4 +219,3 @@ def _check_page(limit: int, order: str, most: int) -> None:
 
 def _not_found(kind: str, item_id: str) -> APIError:
     return APIError(404, f"no {kind} with id {shapes.shown(item_id)}", param=f"{kind}_id", code="not_found")
-

@@ -51,8 +51,12 @@ def check_json(request: Request) -> None:
     kind = request.headers.get("content-type")
     if kind is None or kind.split(";")[0].strip().lower() != "application/json":
         got = "none" if kind is None else repr(kind[:100])
-        raise APIError(415, f"Content-Type must be application/json; got {got}", param="Content-Type",
-                       code="unsupported_media_type")
+        raise APIError(
+            415,
+            f"Content-Type must be application/json; got {got}",
+            param="Content-Type",
+            code="unsupported_media_type",
+        )
 
 
 def load_object(raw: bytes) -> dict:
@@ -82,8 +86,12 @@ def _check_unicode(data: dict) -> None:
         elif isinstance(value, list):
             stack.extend((f"{where}.{i}", item) for i, item in enumerate(value))
         if bad:
-            raise APIError(400, f"invalid value for {where or 'a field name'}: text must be valid Unicode, "
-                           "without lone surrogates", param=where or None, code="invalid_value")
+            raise APIError(
+                400,
+                f"invalid value for {where or 'a field name'}: text must be valid Unicode, without lone surrogates",
+                param=where or None,
+                code="invalid_value",
+            )
 
 
 def _encodes(text: str) -> bool:

@@ -33,32 +33,64 @@ async def cache_feedback(request: Request) -> dict:
         raise APIError(400, "similar-question answers are not enabled (cache.similar.enabled)", code="invalid_request")
     unknown = sorted(set(data) - {"request", "cache_source"})
     if unknown:
-        raise APIError(400, f"unrecognized request argument supplied: {unknown[0]}", param=unknown[0],
-                       code="unsupported_parameter")
+        raise APIError(
+            400, f"unrecognized request argument supplied: {unknown[0]}", param=unknown[0], code="unsupported_parameter"
+        )
     given, source = data.get("request"), data.get("cache_source")
     if source is not None and not (isinstance(source, str) and _DIGEST.match(source)):
-        raise APIError(400, "cache_source must be the X-Cache-Source of the hit (64 hex digits)",
-                       param="cache_source", code="invalid_value")
+        raise APIError(
+            400,
+            "cache_source must be the X-Cache-Source of the hit (64 hex digits)",
+            param="cache_source",
+            code="invalid_value",
+        )
     if isinstance(given, str):
         reported = services.pipeline.cache.report(given, source)
         if reported is None:
-            raise APIError(404, f"no recent similar-question answer has the id {given[:140]!r}", param="request",
-                           code="not_found")
+            raise APIError(
+                404, f"no recent similar-question answer has the id {given[:140]!r}", param="request", code="not_found"
+            )
         pairing, new = reported
     elif isinstance(given, dict):
-        if source is None:
-            raise APIError(400, "missing required parameter: 'cache_source' (with a request body)",
-                           param="cache_source", code="missing_required_parameter")
-        await within_bounds(request, given)
-        body = parse_body(given)
-        plan = services.pipeline.cache.plan(services.engine.capabilities.model, body, caller.cache_namespace)
-        if plan.key is None:
-            raise APIError(400, "that request is not cached (not deterministic, or it bypasses the cache)",
-                           param="request", code="invalid_value")
-        pairing = Pairing(source, plan.key.digest)
-        new = cache.block(pairing)
+        pairing, new = await _block_by_body(request, cache, caller.cache_namespace, given, source)
     else:
-        raise APIError(400, "request must be the similar hit's response id, or the chat request body",
-                       param="request", code="invalid_value")
-    return {"object": "cache.feedback", "blocked": True, "new": new, "cache_source": pairing.source,
-            "request_key": pairing.request}
+        raise APIError(
+            400,
+            "request must be the similar hit's response id, or the chat request body",
+            param="request",
+            code="invalid_value",
+        )
+    return {
+        "object": "cache.feedback",
+        "blocked": True,
+        "new": new,
+        "cache_source": pairing.source,
+        "request_key": pairing.request,
+    }
+
+
+async def _block_by_body(
+    request: Request, cache: ResponseCache, namespace: str, given: dict, source: str | None
+) -> tuple[Pairing, bool]:
+    """A pairing named by the chat request whose answer it served: its cache key, as the cache plans it."""
+    if source is None:
+        raise APIError(
+            400,
+            "missing required parameter: 'cache_source' (with a request body)",
+            param="cache_source",
+            code="missing_required_parameter",
+        )
+    await within_bounds(request, given)
+    body = parse_body(given)
+    services = services_of(request)
+    plan = services.pipeline.cache.plan(services.engine.capabilities.model, body, namespace)
+    if plan.key is None:
+        raise APIError(
+            400,
+            "that request is not cached (not deterministic, or it bypasses the cache)",
+            param="request",
+            code="invalid_value",
+        )
+    pairing = Pairing(source, plan.key.digest)
+    new = cache.block(pairing)
+    return pairing, new

@@ -24,9 +24,12 @@ async def create_chat_completion(request: Request) -> Response:
     body = parse_body(await read_object(request))
     batch = _batch_mode(request)
     call = ChatCall(
-        caller=caller, params=body, hints=PriorityHints(request.headers.get("x-priority"), batch),
+        caller=caller,
+        params=body,
+        hints=PriorityHints(request.headers.get("x-priority"), batch),
         request_id=body.request_id or _header_request_id(request),
-        cache_control=request.headers.get("cache-control", ""), streamed=body.stream and not batch,
+        cache_control=request.headers.get("cache-control", ""),
+        streamed=body.stream and not batch,
     )
     run = await unless_client_leaves(request, services.pipeline.start(call))
     if run is None:
@@ -57,8 +60,12 @@ def parse_body(data: dict) -> ChatCompletionRequest:
 def _header_request_id(request: Request) -> str | None:
     value = request.headers.get("x-request-id")
     if value and not re.fullmatch(REQUEST_ID_PATTERN, value):
-        raise APIError(400, f"X-Request-ID must be 1 to 128 letters, digits or . _ : -; got {value[:140]!r}",
-                       param="X-Request-ID", code="invalid_value")
+        raise APIError(
+            400,
+            f"X-Request-ID must be 1 to 128 letters, digits or . _ : -; got {value[:140]!r}",
+            param="X-Request-ID",
+            code="invalid_value",
+        )
     return value or None
 
 

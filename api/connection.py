@@ -103,8 +103,10 @@ class BoundedHttpProtocol(HttpToolsProtocol):
         refusal = APIError(status, message, code=_CODES[status])
         anthropic_path = getattr(self, "_url", b"").startswith(ANTHROPIC_PATHS.encode())
         body = json.dumps(anthropic.error_body(refusal) if anthropic_path else error_body(refusal)).encode()
-        head = (b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-                b"connection: close\r\n\r\n" % (status, _REASONS[status], len(body)))
+        head = (
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n" % (status, _REASONS[status], len(body))
+        )
         if not self.transport.is_closing():
             self.transport.write(head + body)
             self.transport.close()
@@ -114,9 +116,13 @@ def uvicorn_settings(config: ServerConfig) -> dict:
     """uvicorn.Config arguments: this protocol with the configured limits, and the keep-alive.
     uvicorn would trust `X-Forwarded-*` from loopback by default; only `server.forwarded_proto` says
     a proxy is there."""
-    protocol = type("ConfiguredHttpProtocol", (BoundedHttpProtocol,), {
-        "max_header_bytes": config.max_header_bytes,
-        "header_timeout_s": config.header_timeout_s,
-        "body_timeout_s": config.body_timeout_s,
-    })
+    protocol = type(
+        "ConfiguredHttpProtocol",
+        (BoundedHttpProtocol,),
+        {
+            "max_header_bytes": config.max_header_bytes,
+            "header_timeout_s": config.header_timeout_s,
+            "body_timeout_s": config.body_timeout_s,
+        },
+    )
     return {"http": protocol, "timeout_keep_alive": config.keep_alive_s, "proxy_headers": config.forwarded_proto}

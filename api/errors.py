@@ -17,11 +17,18 @@ from protocols.openai_chat.render import error_body
 
 log = logging.getLogger("gpt_oss_webui.api")
 
+
 class APIError(Refusal):
     """A refusal only HTTP can make (a bad body, a wrong method)."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(status, message, param=param, code=code, headers=headers)
 
 
@@ -36,8 +43,11 @@ def error_response(refusal: Refusal, headers: dict[str, str] | None = None, path
         extra["Retry-After"] = str(refusal.retry_after_s)
     if path.startswith(ANTHROPIC_PATHS):
         limits = anthropic.ratelimit_headers({k.lower(): v for k, v in extra.items()})
-        return JSONResponse(anthropic.error_body(refusal), status_code=anthropic.status_of(refusal),
-                            headers={**extra, **limits, **(headers or {})})
+        return JSONResponse(
+            anthropic.error_body(refusal),
+            status_code=anthropic.status_of(refusal),
+            headers={**extra, **limits, **(headers or {})},
+        )
     return JSONResponse(error_body(refusal), status_code=refusal.status, headers={**extra, **(headers or {})})
 
 
@@ -55,8 +65,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return error_response(APIError(400, f"{param}: {first.get('msg', 'invalid value')}", param=param),
-                              path=request.url.path)
+        return error_response(
+            APIError(400, f"{param}: {first.get('msg', 'invalid value')}", param=param), path=request.url.path
+        )
 
     @app.exception_handler(ClientDisconnect)
     async def _client_left(request: Request, _: ClientDisconnect) -> Response:

@@ -45,18 +45,27 @@ async def create_message(request: Request) -> Response:
     caller = identify(request)
     body, chat = await _parse(request, caller)
     seal = services.reasoning_seal
-    shape = MessageShape(services.engine.capabilities.model, lambda text: seal.seal(text, caller.name),
-                         show_thinking=body.thinking is None or body.thinking.display != "omitted")
-    call = ChatCall(caller=caller, params=chat, hints=PriorityHints(request.headers.get("x-priority")),
-                    request_id=body.request_id or shape.id, cache_control=request.headers.get("cache-control", ""),
-                    streamed=body.stream)
+    shape = MessageShape(
+        services.engine.capabilities.model,
+        lambda text: seal.seal(text, caller.name),
+        show_thinking=body.thinking is None or body.thinking.display != "omitted",
+    )
+    call = ChatCall(
+        caller=caller,
+        params=chat,
+        hints=PriorityHints(request.headers.get("x-priority")),
+        request_id=body.request_id or shape.id,
+        cache_control=request.headers.get("cache-control", ""),
+        streamed=body.stream,
+    )
     run = await unless_client_leaves(request, services.pipeline.start(call))
     if run is None:
         return Response(status_code=499)
     headers = {"request-id": shape.id, **ratelimit_headers({k.lower(): v for k, v in run.rate_headers.items()})}
     if body.stream:
-        return await stream_response(run, lambda first, events: _stream(run, shape, first, events), headers,
-                                     request.url.path)
+        return await stream_response(
+            run, lambda first, events: _stream(run, shape, first, events), headers, request.url.path
+        )
     return await complete_response(request, run, shape.message, headers)
 
 
@@ -72,8 +81,9 @@ async def count_tokens(request: Request) -> dict:
     check_model(services.engine, chat.model)
     check_ready(services.engine)
     use = chat.tool_use()
-    prompt = await services.engine.prepare([m.to_chat() for m in chat.messages], chat.reasoning_effort,
-                                           use.tools if use else (), chat.chat_template_kwargs)
+    prompt = await services.engine.prepare(
+        [m.to_chat() for m in chat.messages], chat.reasoning_effort, use.tools if use else (), chat.chat_template_kwargs
+    )
     return {"input_tokens": prompt.num_tokens}
 
 
@@ -103,8 +113,9 @@ async def _checked(data: dict, caller: Caller, seal: ReasoningSeal) -> tuple[Mes
     except ToolRefused as exc:
         raise APIError(400, str(exc), param=exc.param, code="invalid_value") from None
     except ToolParamError as exc:
-        raise APIError(400, str(exc), param="tool_choice" if exc.param == "tool_choice" else "tools",
-                       code="invalid_value") from None
+        raise APIError(
+            400, str(exc), param="tool_choice" if exc.param == "tool_choice" else "tools", code="invalid_value"
+        ) from None
     except ValidationError as exc:
         param, message = describe(exc)
         raise APIError(400, message, param=param, code="invalid_value") from None
@@ -115,8 +126,12 @@ def _unsealed(seal: ReasoningSeal, token: str, caller: Caller) -> str:
     try:
         return seal.open(token, caller.name)
     except SealError:
-        raise APIError(400, "a thinking block's signature is not one this server gave this caller",
-                       param="messages", code="invalid_value") from None
+        raise APIError(
+            400,
+            "a thinking block's signature is not one this server gave this caller",
+            param="messages",
+            code="invalid_value",
+        ) from None
 
 
 _NOT_FROM = {"user": (ThinkingBlock, RedactedThinkingBlock, ToolUseBlock), "assistant": (ToolResultBlock,)}
@@ -128,8 +143,12 @@ def _check_turns(body: MessagesRequest) -> None:
     for i, message in enumerate(body.messages):
         for j, block in enumerate(message.blocks):
             if isinstance(block, _NOT_FROM[message.role]):
-                raise APIError(400, f"a {message.role} message cannot hold a {block.type} block",
-                               param=f"messages.{i}.content.{j}", code="invalid_value")
+                raise APIError(
+                    400,
+                    f"a {message.role} message cannot hold a {block.type} block",
+                    param=f"messages.{i}.content.{j}",
+                    code="invalid_value",
+                )
     choice = body.tool_choice
     if choice is not None and choice.type in ("any", "tool") and not body.tools:
         raise APIError(400, f"tool_choice {choice.type!r} needs tools", param="tool_choice", code="invalid_value")

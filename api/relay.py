@@ -23,8 +23,13 @@ T = TypeVar("T")
 
 
 def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
-    headers = {"X-Request-ID": run.request_id, "X-Queue-Wait-Ms": f"{wait_s * 1000:.0f}",
-               "X-Priority": run.priority.value, "X-Cache": run.cache_status, **run.rate_headers}
+    headers = {
+        "X-Request-ID": run.request_id,
+        "X-Queue-Wait-Ms": f"{wait_s * 1000:.0f}",
+        "X-Priority": run.priority.value,
+        "X-Cache": run.cache_status,
+        **run.rate_headers,
+    }
     if run.reasoning_effort is not None:
         headers["X-Reasoning-Effort"] = run.reasoning_effort
     if (similar := run.plan.similar) is not None and run.hit is not None:
@@ -36,8 +41,9 @@ def run_headers(run: ChatRun, wait_s: float) -> dict[str, str]:
 Render = Callable[[Event, AsyncIterator[Event]], AsyncIterator[str]]
 
 
-async def stream_response(run: ChatRun, render: Render, headers: dict[str, str] | None = None,
-                          path: str = "") -> Response:
+async def stream_response(
+    run: ChatRun, render: Render, headers: dict[str, str] | None = None, path: str = ""
+) -> Response:
     """The first event decides the status: a refusal is an HTTP error; otherwise the stream opens,
     carrying the exact queue wait in its headers when the run started within a notice interval.
     `render` turns the events, the first included, into the stream's text."""
@@ -51,16 +57,21 @@ async def stream_response(run: ChatRun, render: Render, headers: dict[str, str] 
         await events.aclose()
         return error_response(first.refusal, {**run_headers(run, 0.0), **(headers or {})}, path)
     wait = first.waited_s if isinstance(first, Queued) else first.queue_wait_s if isinstance(first, Started) else 0.0
-    return EventStream(render(first, events), on_close=events.aclose,
-                       headers={**run_headers(run, wait), **(headers or {})})
+    return EventStream(
+        render(first, events), on_close=events.aclose, headers={**run_headers(run, wait), **(headers or {})}
+    )
 
 
 def chat_stream(fmt: CompletionFormat, include_usage: bool) -> Render:
     return lambda first, events: rendered(first, events, ChatStream(fmt, include_usage))
 
 
-async def complete_response(request: Request, run: ChatRun, body: Callable[[Finished], dict | Awaitable[dict]],
-                            headers: dict[str, str] | None = None) -> Response:
+async def complete_response(
+    request: Request,
+    run: ChatRun,
+    body: Callable[[Finished], dict | Awaitable[dict]],
+    headers: dict[str, str] | None = None,
+) -> Response:
     outcome = asyncio.ensure_future(collect(run.events()))
     gone = asyncio.ensure_future(_client_gone(request))
     try:
@@ -113,8 +124,9 @@ class EventStream(StreamingResponse):
             await self._on_close()
 
 
-async def rendered(first: Event, events: AsyncIterator[Event], renderer: EventRenderer[list[str]]
-                   ) -> AsyncIterator[str]:
+async def rendered(
+    first: Event, events: AsyncIterator[Event], renderer: EventRenderer[list[str]]
+) -> AsyncIterator[str]:
     """The stream's text: each event as its renderer writes it, until the one that ends the call."""
     event: Event | None = first
     while event is not None:

@@ -49,12 +49,21 @@ async def create_response(request: Request) -> Response:
     caller = identify(request)
     body, items, shape, hosted = parse_request(await read_object(request), services.engine.capabilities.model)
     if hosted:
-        log.info("responses: tools this server cannot run were not shown to the model: caller=%s tools=%s",
-                 caller.name, ",".join(hosted))
+        log.info(
+            "responses: tools this server cannot run were not shown to the model: caller=%s tools=%s",
+            caller.name,
+            ",".join(hosted),
+        )
     chat = await chat_of(services, caller, body, items, shape)
     hints = PriorityHints(request.headers.get("x-priority"), background=body.background)
-    call = ChatCall(caller=caller, params=chat, hints=hints, request_id=shape.id,
-                    cache_control=request.headers.get("cache-control", ""), streamed=body.stream)
+    call = ChatCall(
+        caller=caller,
+        params=chat,
+        hints=hints,
+        request_id=shape.id,
+        cache_control=request.headers.get("cache-control", ""),
+        streamed=body.stream,
+    )
     headers = {"X-Unsupported-Tools": ", ".join(hosted)} if hosted else {}
     run = await unless_client_leaves(request, services.pipeline.start(call))
     if run is None:
@@ -100,24 +109,36 @@ async def delete_response(request: Request, response_id: str) -> dict:
 
 
 @router.get("/v1/responses/{response_id}/input_items")
-async def list_input_items(request: Request, response_id: str, limit: int = 20, order: str = "desc",
-                           after: str | None = None) -> dict:
+async def list_input_items(
+    request: Request, response_id: str, limit: int = 20, order: str = "desc", after: str | None = None
+) -> dict:
     if not 1 <= limit <= 100 or order not in ("asc", "desc"):
-        raise APIError(400, "limit must be 1 to 100 and order asc or desc", param="limit" if order in ("asc", "desc")
-                       else "order", code="invalid_value")
+        raise APIError(
+            400,
+            "limit must be 1 to 100 and order asc or desc",
+            param="limit" if order in ("asc", "desc") else "order",
+            code="invalid_value",
+        )
     stored = await _stored(request, response_id)
     items = [listed(item, f"item_{response_id[5:]}_{i}") for i, item in enumerate(stored.input_items)]
     if order == "desc":
         items.reverse()
     if after is not None:
         ids = [item["id"] for item in items]
-        items = items[ids.index(after) + 1:] if after in ids else []
+        items = items[ids.index(after) + 1 :] if after in ids else []
     page = items[:limit]
-    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(items) > limit,
+    }
 
 
-Parsed = tuple[ResponsesRequest, list[Item], ResponseShape, list[str]]  # the body, its items, the answer's shape, hosted tools
+Parsed = tuple[
+    ResponsesRequest, list[Item], ResponseShape, list[str]
+]  # the body, its items, the answer's shape, hosted tools
 
 
 def parse_request(data: dict, model: str) -> Parsed:
@@ -128,8 +149,12 @@ def parse_request(data: dict, model: str) -> Parsed:
     if body.input == [] or body.input == "":
         raise APIError(400, "input must not be empty", param="input", code="invalid_value")
     if body.background and (body.stream or not body.store):
-        raise APIError(400, "background needs store: true and no stream: poll GET /v1/responses/{id}",
-                       param="background", code="invalid_value")
+        raise APIError(
+            400,
+            "background needs store: true and no stream: poll GET /v1/responses/{id}",
+            param="background",
+            code="invalid_value",
+        )
     try:
         items = input_items(body)
         tools, custom, hosted = split_tools(body)
@@ -145,13 +170,15 @@ def checked_chat(data: dict, model: str) -> ChatCompletionRequest:
     to the model (X-Unsupported-Tools), a batch line could not."""
     body, items, shape, hosted = parse_request(data, model)
     if hosted:
-        raise APIError(400, f"tools this server cannot run: {', '.join(hosted)}", param="tools",
-                       code="unsupported_parameter")
+        raise APIError(
+            400, f"tools this server cannot run: {', '.join(hosted)}", param="tools", code="unsupported_parameter"
+        )
     return _chat(body, items, shape)
 
 
-async def chat_of(services: Services, caller: Caller, body: ResponsesRequest, items: list[Item],
-                  shape: ResponseShape) -> ChatCompletionRequest:
+async def chat_of(
+    services: Services, caller: Caller, body: ResponsesRequest, items: list[Item], shape: ResponseShape
+) -> ChatCompletionRequest:
     """The chat request the response runs as: the stored chain before it, sealed reasoning opened."""
     seal = services.reasoning_seal
     if "reasoning.encrypted_content" in (body.include or ()):
@@ -166,12 +193,20 @@ async def _history(store: ChainedStore, body: ResponsesRequest, caller: Caller) 
     try:
         stored = await store.history(body.previous_response_id, caller.name)
     except KeyError:
-        raise APIError(404, f"no response {body.previous_response_id!r}: it was not stored, has expired, or was "
-                       "deleted", param="previous_response_id", code="previous_response_not_found") from None
+        raise APIError(
+            404,
+            f"no response {body.previous_response_id!r}: it was not stored, has expired, or was deleted",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        ) from None
     except ChainBroken as exc:
-        raise APIError(404, f"response {exc.args[0]!r}, earlier in the chain of {body.previous_response_id!r}, is "
-                       "gone (deleted, expired or evicted)", param="previous_response_id",
-                       code="previous_response_not_found") from None
+        raise APIError(
+            404,
+            f"response {exc.args[0]!r}, earlier in the chain of {body.previous_response_id!r}, is "
+            "gone (deleted, expired or evicted)",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        ) from None
     return [parse_item(item, "previous_response_id") for item in stored]
 
 
@@ -183,8 +218,9 @@ def _unsealed(seal: ReasoningSeal, items: list[Item], caller: Caller) -> list[It
             try:
                 text = seal.open(item.encrypted_content, caller.name)
             except SealError as exc:
-                raise APIError(400, str(exc), param=f"input.{i}.encrypted_content", code="invalid_encrypted_content"
-                               ) from None
+                raise APIError(
+                    400, str(exc), param=f"input.{i}.encrypted_content", code="invalid_encrypted_content"
+                ) from None
             item = ReasoningItem(type="reasoning", id=item.id, content=[TextContent(type="reasoning_text", text=text)])
         out.append(item)
     return out
@@ -201,8 +237,12 @@ def _chat(body: ResponsesRequest, items: list[Item], shape: ResponseShape) -> Ch
     except ToolParamError as exc:
         raise APIError(400, str(exc), param=exc.param, code="invalid_value") from None
     if body.tool_choice not in (None, "none", "auto") and not (shape.tools or shape.custom):
-        raise APIError(400, "tool_choice asks for a call, but there are no function tools", param="tool_choice",
-                       code="invalid_value")
+        raise APIError(
+            400,
+            "tool_choice asks for a call, but there are no function tools",
+            param="tool_choice",
+            code="invalid_value",
+        )
     return chat
 
 
@@ -216,12 +256,14 @@ class Keeper:
 
     async def __call__(self, response: dict) -> None:
         if self.body.store:
-            await self.store.put(StoredResponse(response["id"], self.caller.name, time.time(),
-                                                self.body.previous_response_id, response, self.items))
+            await self.store.put(
+                StoredResponse(
+                    response["id"], self.caller.name, time.time(), self.body.previous_response_id, response, self.items
+                )
+            )
 
 
-async def _stream(first: Event, events: AsyncIterator[Event], shape: ResponseShape, keep: Keeper
-                  ) -> AsyncIterator[str]:
+async def _stream(first: Event, events: AsyncIterator[Event], shape: ResponseShape, keep: Keeper) -> AsyncIterator[str]:
     writer = EventWriter(shape, keep)
     for line in writer.begin():
         yield line

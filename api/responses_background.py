@@ -61,8 +61,9 @@ class BackgroundResponses:
                 if is_final(event):
                     return
         except asyncio.CancelledError:
-            stopped = Refusal(503, "the server stopped before this background response finished; send it again",
-                              code="server_error")
+            stopped = Refusal(
+                503, "the server stopped before this background response finished; send it again", code="server_error"
+            )
             await asyncio.shield(save(shape.failed(stopped, []) if self._stopping else shape.envelope("cancelled", [])))
             raise
         except Exception:

@@ -46,12 +46,27 @@ async def list_models(request: Request) -> dict:
     caps = services.engine.capabilities
     if "anthropic-version" in request.headers:
         created = datetime.fromtimestamp(_STARTED, UTC).isoformat().replace("+00:00", "Z")
-        model = {"type": "model", "id": caps.model, "display_name": caps.model, "created_at": created,
-                 "max_input_tokens": caps.max_model_len, "max_tokens": caps.max_model_len}
-        return {"data": [model],
-                "has_more": False, "first_id": caps.model, "last_id": caps.model}
-    return {"object": "list", "data": [{"id": caps.model, "object": "model", "created": _STARTED,
-                                        "owned_by": "gpt-oss-webui", "max_model_len": caps.max_model_len}]}
+        model = {
+            "type": "model",
+            "id": caps.model,
+            "display_name": caps.model,
+            "created_at": created,
+            "max_input_tokens": caps.max_model_len,
+            "max_tokens": caps.max_model_len,
+        }
+        return {"data": [model], "has_more": False, "first_id": caps.model, "last_id": caps.model}
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": caps.model,
+                "object": "model",
+                "created": _STARTED,
+                "owned_by": "gpt-oss-webui",
+                "max_model_len": caps.max_model_len,
+            }
+        ],
+    }
 
 
 @router.get("/v1/queue/status")
@@ -61,19 +76,25 @@ async def queue_status(request: Request, request_id: str | None = None, caller: 
     services = services_of(request)
     viewer = identify(request)
     if caller is not None and caller != viewer.name and not viewer.admin:
-        raise APIError(403, "looking up another caller's request needs an admin key", param="caller",
-                       code="admin_key_required")
+        raise APIError(
+            403, "looking up another caller's request needs an admin key", param="caller", code="admin_key_required"
+        )
     if request_id is not None:
         return request_status(services.scheduler, RequestKey(caller or viewer.name, request_id))
     runner = batch_runner_of(request)
-    return {**overall_status(snapshot(services.scheduler)), "batch_lines_running": runner.lines_running,
-            "batches": await _batches_of(services.batches, runner.running_of(caller or viewer.name))}
+    return {
+        **overall_status(snapshot(services.scheduler)),
+        "batch_lines_running": runner.lines_running,
+        "batches": await _batches_of(services.batches, runner.running_of(caller or viewer.name)),
+    }
 
 
 async def _batches_of(store: BatchStore, running: dict[str, int]) -> list[dict]:
     """The viewer's own unfinished batches: lines in the engine and lines still to run."""
-    return [{"id": batch_id, "lines_running": n, "lines_pending": (await store.counts(batch_id)).get("pending", 0)}
-            for batch_id, n in running.items()]
+    return [
+        {"id": batch_id, "lines_running": n, "lines_pending": (await store.counts(batch_id)).get("pending", 0)}
+        for batch_id, n in running.items()
+    ]
 
 
 @router.get("/metrics")
@@ -112,8 +133,9 @@ async def clear_cache(request: Request) -> dict:
 
 
 @router.get("/v1/usage")
-async def usage(request: Request, start_time: float | None = None, end_time: float | None = None,
-                caller: str | None = None) -> dict:
+async def usage(
+    request: Request, start_time: float | None = None, end_time: float | None = None, caller: str | None = None
+) -> dict:
     """Per caller: a key sees its own, an admin everyone's; the window is unix seconds, the last
     24 hours by default."""
     services = services_of(request)
@@ -126,15 +148,25 @@ async def usage(request: Request, start_time: float | None = None, end_time: flo
     used = await on_disk.report(start, end) if on_disk is not None and older else None
     rows = accounts(services.keyring, pipeline.usage, pipeline.limiter, viewer, start, end, caller, used)
     retention = on_disk.retention_s if on_disk is not None else RETENTION_S
-    return {"object": "usage", "start_time": int(start), "end_time": int(end), "retention_s": int(retention),
-            "data": [row.as_dict() for row in rows]}
+    return {
+        "object": "usage",
+        "start_time": int(start),
+        "end_time": int(end),
+        "retention_s": int(retention),
+        "data": [row.as_dict() for row in rows],
+    }
 
 
 @router.get("/v1/organization/usage/completions")
-async def usage_completions(request: Request, start_time: int | None = None, end_time: int | None = None,
-                            bucket_width: str = "1d",
-                            group_by: list[str] | None = Query(None), limit: int | None = None,  # noqa: B008
-                            page: str | None = None) -> dict:
+async def usage_completions(
+    request: Request,
+    start_time: int | None = None,
+    end_time: int | None = None,
+    bucket_width: str = "1d",
+    group_by: list[str] | None = Query(None),  # noqa: B008
+    limit: int | None = None,
+    page: str | None = None,
+) -> dict:
     """OpenAI's Usage API over the ledger, for admins: tools that read OpenAI's usage read ours.
     The key's name stands where OpenAI puts the key's id."""
     services = services_of(request)
@@ -142,16 +174,23 @@ async def usage_completions(request: Request, start_time: int | None = None, end
     if start_time is None:
         raise APIError(400, "missing required parameter: 'start_time'", param="start_time")
     if bucket_width not in buckets.WIDTHS:
-        raise APIError(400, f"bucket_width must be 1m, 1h or 1d; got {bucket_width!r}", param="bucket_width",
-                       code="invalid_value")
+        raise APIError(
+            400, f"bucket_width must be 1m, 1h or 1d; got {bucket_width!r}", param="bucket_width", code="invalid_value"
+        )
     groups = tuple(group_by or ())
     if unknown := [g for g in groups if g not in buckets.GROUPS]:
-        raise APIError(400, f"group_by {unknown[0]!r} is not supported; use api_key_id or model", param="group_by",
-                       code="unsupported_parameter")
+        raise APIError(
+            400,
+            f"group_by {unknown[0]!r} is not supported; use api_key_id or model",
+            param="group_by",
+            code="unsupported_parameter",
+        )
     default, most = buckets.LIMITS[bucket_width]
     shown = default if limit is None else limit
     if not 1 <= shown <= most:
-        raise APIError(400, f"limit must be 1 to {most} for {bucket_width} buckets", param="limit", code="invalid_value")
+        raise APIError(
+            400, f"limit must be 1 to {most} for {bucket_width} buckets", param="limit", code="invalid_value"
+        )
     end = int(time.time()) + 1 if end_time is None else end_time
     _check_window(start_time, end)
     start = start_time
@@ -162,16 +201,24 @@ async def usage_completions(request: Request, start_time: int | None = None, end
     step = buckets.WIDTHS[bucket_width]
     rows = await usage_rows(services.pipeline.usage, services.usage_file, start, min(end, start + (shown + 1) * step))
     found = buckets.page(rows, start, end, bucket_width, shown, groups, services.engine.capabilities.model)
-    return {"object": "page", "data": found.buckets, "has_more": found.next_start is not None,
-            "next_page": str(found.next_start) if found.next_start is not None else None}
+    return {
+        "object": "page",
+        "data": found.buckets,
+        "has_more": found.next_start is not None,
+        "next_page": str(found.next_start) if found.next_start is not None else None,
+    }
 
 
 def _check_window(start: float, end: float) -> None:
     """Unix seconds from 1970 to a day ahead, start before end: anything else is no window (and
     a far one would make the ledger count buckets for nothing)."""
     if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end <= time.time() + 86_400):
-        raise APIError(400, "start_time must be before end_time, both unix seconds up to a day from now",
-                       param="start_time", code="invalid_value")
+        raise APIError(
+            400,
+            "start_time must be before end_time, both unix seconds up to a day from now",
+            param="start_time",
+            code="invalid_value",
+        )
 
 
 def _require_admin(caller: Caller, what: str) -> None:
@@ -191,11 +238,15 @@ def unrouted(routers: Sequence[APIRouter]) -> APIRouter:
 
     async def no_such_route(request: Request, rest: str) -> Response:
         identify(request)  # with keys set, the route table is not shown to a caller without one
-        allowed = sorted({m for route in routes if route.matches(request.scope)[0] is Match.PARTIAL
-                          for m in route.methods or ()})
+        allowed = sorted(
+            {m for route in routes if route.matches(request.scope)[0] is Match.PARTIAL for m in route.methods or ()}
+        )
         if allowed:
-            raise APIError(405, f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}",
-                           headers={"Allow": ", ".join(allowed)})
+            raise APIError(
+                405,
+                f"{request.method} is not allowed on {request.url.path}; use {', '.join(allowed)}",
+                headers={"Allow": ", ".join(allowed)},
+            )
         raise APIError(404, f"no route {request.url.path}", code="not_found")
 
     catch_all = APIRouter()

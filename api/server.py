@@ -56,15 +56,31 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.state.services = services
     app.state.background = background_responses
     services.batch_runner = batch_runner
-    app.state.metrics = Metrics(services.scheduler, services.cache, services.gpu, services.pipeline.abandoned,
-                                services.pipeline.usage, services.pipeline.tool_calls,
-                                batch_runner.lines_of)
-    app.add_middleware(BodyLimitAndRequestId, max_body_bytes=services.config.server.max_body_bytes,
-                       uploads={"/gradio_api/upload": services.config.ui.max_upload_bytes,
-                                "/v1/files": services.config.batches.max_file_bytes + 65_536})  # the form around it
+    app.state.metrics = Metrics(
+        services.scheduler,
+        services.cache,
+        services.gpu,
+        services.pipeline.abandoned,
+        services.pipeline.usage,
+        services.pipeline.tool_calls,
+        batch_runner.lines_of,
+    )
+    app.add_middleware(
+        BodyLimitAndRequestId,
+        max_body_bytes=services.config.server.max_body_bytes,
+        uploads={
+            "/gradio_api/upload": services.config.ui.max_upload_bytes,
+            "/v1/files": services.config.batches.max_file_bytes + 65_536,
+        },
+    )  # the form around it
     # Ours, so the page's Gradio adds none of its own (it would allow any localhost origin).
-    app.add_middleware(CORSMiddleware, allow_origins=services.config.server.cors_origins, allow_methods=["*"],
-                       allow_headers=["*"], allow_credentials=False)
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=services.config.server.cors_origins,
+        allow_methods=["*"],
+        allow_headers=["*"],
+        allow_credentials=False,
+    )
     install_error_handlers(app)
     app.include_router(access_router)
     app.include_router(responses_router)
@@ -72,19 +88,23 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.include_router(batches_router)
     app.include_router(admin_keys_router)
     app.include_router(router)
-    app.include_router(unrouted([access_router, responses_router, messages_router, batches_router, admin_keys_router,
-                                 router]))  # last: every other /v1 path
+    app.include_router(
+        unrouted([access_router, responses_router, messages_router, batches_router, admin_keys_router, router])
+    )  # last: every other /v1 path
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way
     return app
 
 
-async def _open(services: Services, batch_runner: BatchRunner, on_failure: Callable[[BaseException], None] | None
-                ) -> None:
+async def _open(
+    services: Services, batch_runner: BatchRunner, on_failure: Callable[[BaseException], None] | None
+) -> None:
     """The stores, the unfinished batches, usage and keys from disk; a store that cannot open
     stops the server (`on_failure`) with one line and no trace."""
     if services.keyring.any_keys and not services.keyring.any_admin:
-        log.warning("keys are set but none is an admin: admin actions (operator settings, clearing the cache, "
-                    "everyone's usage) are refused for every caller; name one with admin: true")
+        log.warning(
+            "keys are set but none is an admin: admin actions (operator settings, clearing the cache, "
+            "everyone's usage) are refused for every caller; name one with admin: true"
+        )
     if services.cache is not None:
         try:
             await services.cache.open()
@@ -110,10 +130,13 @@ async def _open(services: Services, batch_runner: BatchRunner, on_failure: Calla
         services.gpu.start(asyncio.get_running_loop())
 
 
-def _background_tasks(services: Services, batch_runner: BatchRunner,
-                      on_failure: Callable[[BaseException], None] | None) -> list[asyncio.Task]:
-    tasks = [asyncio.create_task(_start(services, on_failure), name="engine-start"),
-             asyncio.create_task(batch_runner.run_forever(), name="batches")]
+def _background_tasks(
+    services: Services, batch_runner: BatchRunner, on_failure: Callable[[BaseException], None] | None
+) -> list[asyncio.Task]:
+    tasks = [
+        asyncio.create_task(_start(services, on_failure), name="engine-start"),
+        asyncio.create_task(batch_runner.run_forever(), name="batches"),
+    ]
     if services.usage_file is not None:
         tasks.append(asyncio.create_task(services.usage_file.run_forever(), name="usage-file"))
     if services.alerts is not None:
@@ -121,8 +144,9 @@ def _background_tasks(services: Services, batch_runner: BatchRunner,
     if services.shared_counts is not None:
         tasks.append(asyncio.create_task(services.shared_counts.run_forever(), name="shared-limits"))
     if services.shared_usage is not None:
-        tasks.append(asyncio.create_task(services.shared_usage.run_forever(services.pipeline.usage),
-                                         name="shared-usage"))
+        tasks.append(
+            asyncio.create_task(services.shared_usage.run_forever(services.pipeline.usage), name="shared-usage")
+        )
     return tasks
 
 
@@ -170,5 +194,6 @@ async def _start(services: Services, on_failure: Callable[[BaseException], None]
         return
     await services.scheduler.start()
     caps = services.engine.capabilities
-    log.info("engine ready: model=%s max_model_len=%d token_budget=%s", caps.model, caps.max_model_len,
-             caps.token_budget)
+    log.info(
+        "engine ready: model=%s max_model_len=%d token_budget=%s", caps.model, caps.max_model_len, caps.token_budget
+    )

@@ -56,11 +56,25 @@ class _Batch:
 
 
 class BatchRunner:
-    def __init__(self, store: BatchStore, run: Run, check: shapes.CheckBody, room: Room, owner: Owner,
-                 max_lines: int, max_line_bytes: int, max_parallel: int = 0, clock: Callable[[], float] = time.time
-                 ) -> None:
+    def __init__(
+        self,
+        store: BatchStore,
+        run: Run,
+        check: shapes.CheckBody,
+        room: Room,
+        owner: Owner,
+        max_lines: int,
+        max_line_bytes: int,
+        max_parallel: int = 0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store, self.run, self.check, self.room, self.owner = store, run, check, room, owner
-        self.max_lines, self.max_line_bytes, self.max_parallel, self.clock = max_lines, max_line_bytes, max_parallel, clock
+        self.max_lines, self.max_line_bytes, self.max_parallel, self.clock = (
+            max_lines,
+            max_line_bytes,
+            max_parallel,
+            clock,
+        )
         self._batches: dict[str, _Batch] = {}
         self._wake = asyncio.Event()
         self._turn = 0
@@ -77,8 +91,10 @@ class BatchRunner:
 
     def lines_of(self) -> dict[str, tuple[str, int, int]]:
         """Every unfinished batch's owner, lines in the engine and lines waiting to run."""
-        return {batch_id: (b.owner, len(b.running), max(0, b.pending - len(b.running)))
-                for batch_id, b in self._batches.items()}
+        return {
+            batch_id: (b.owner, len(b.running), max(0, b.pending - len(b.running)))
+            for batch_id, b in self._batches.items()
+        }
 
     def running_of(self, owner: str | None) -> dict[str, int]:
         """Lines in the engine now per batch, of one owner's batches (None: everyone's)."""
@@ -148,17 +164,30 @@ class BatchRunner:
         lines: list[Line] = []
         errors: list[dict] = []
         if content is None:
-            errors = [shapes.error("file_not_found", f"input file {state['input_file_id']} is gone", param="input_file_id")]
+            errors = [
+                shapes.error("file_not_found", f"input file {state['input_file_id']} is gone", param="input_file_id")
+            ]
         else:
-            lines, errors = await asyncio.to_thread(shapes.checked_file, state["id"], content, state["endpoint"],
-                                                    self.check, self.max_lines, self.max_line_bytes)
+            lines, errors = await asyncio.to_thread(
+                shapes.checked_file,
+                state["id"],
+                content,
+                state["endpoint"],
+                self.check,
+                self.max_lines,
+                self.max_line_bytes,
+            )
         now = int(self.clock())
         if errors:
             new = {**state, "status": "failed", "failed_at": now, "errors": {"object": "list", "data": errors}}
             log.info("batch %s failed validation: %d errors", state["id"], len(errors))
         else:
-            new = {**state, "status": "in_progress", "in_progress_at": now,
-                   "request_counts": {"total": len(lines), "completed": 0, "failed": 0}}
+            new = {
+                **state,
+                "status": "in_progress",
+                "in_progress_at": now,
+                "request_counts": {"total": len(lines), "completed": 0, "failed": 0},
+            }
         await self._change(batch, new, "validating", lines=lines)
         batch.pending = len(lines) if batch.state["status"] == "in_progress" else 0
 
@@ -172,15 +201,24 @@ class BatchRunner:
     async def _maybe_finish(self, batch: _Batch) -> None:
         state, now = batch.state, self.clock()
         if state["status"] == "cancelling":
-            await self.store.fail_pending(state["id"], lambda cid: shapes.unanswered_line(
-                cid, "batch_cancelled", "the batch was cancelled before this request ran"))
+            await self.store.fail_pending(
+                state["id"],
+                lambda cid: shapes.unanswered_line(
+                    cid, "batch_cancelled", "the batch was cancelled before this request ran"
+                ),
+            )
             await self._finalize(batch, "cancelled", "cancelled_at")
-        elif state["status"] == "finalizing" or (batch.exhausted and not batch.waiting and not (
-                await self.store.counts(state["id"])).get("pending")):
+        elif state["status"] == "finalizing" or (
+            batch.exhausted and not batch.waiting and not (await self.store.counts(state["id"])).get("pending")
+        ):
             await self._finalize(batch, "completed", "completed_at")
         elif now >= state["expires_at"]:
-            await self.store.fail_pending(state["id"], lambda cid: shapes.unanswered_line(
-                cid, "batch_expired", "the batch's completion window ended before this request ran"))
+            await self.store.fail_pending(
+                state["id"],
+                lambda cid: shapes.unanswered_line(
+                    cid, "batch_expired", "the batch's completion window ended before this request ran"
+                ),
+            )
             await self._finalize(batch, "expired", "expired_at")
 
     async def _finalize(self, batch: _Batch, status: str, stamp: str) -> None:
@@ -199,8 +237,12 @@ class BatchRunner:
         log.info("batch %s %s: %s", state["id"], batch.state["status"], batch.state["request_counts"])
 
     async def _give_up(self, batch: _Batch) -> None:
-        new = {**batch.state, "status": "failed", "failed_at": int(self.clock()), "errors": {"object": "list", "data": [
-            shapes.error("server_error", "the server could not run this batch")]}}
+        new = {
+            **batch.state,
+            "status": "failed",
+            "failed_at": int(self.clock()),
+            "errors": {"object": "list", "data": [shapes.error("server_error", "the server could not run this batch")]},
+        }
         with contextlib.suppress(Exception):
             await self._change(batch, new, batch.state["status"])
         batch.state = new
@@ -212,12 +254,14 @@ class BatchRunner:
         if self.max_parallel:
             free = min(free, self.max_parallel - self.lines_running)
         now = self.clock()
-        ready = [b for b in self._batches.values() if b.state["status"] == "in_progress" and now < b.state["expires_at"]]
+        ready = [
+            b for b in self._batches.values() if b.state["status"] == "in_progress" and now < b.state["expires_at"]
+        ]
         if free <= 0 or not ready:
             return
         owners = sorted({b.owner for b in ready})
         self._turn = (self._turn + 1) % len(owners)
-        turns = owners[self._turn:] + owners[:self._turn]
+        turns = owners[self._turn :] + owners[: self._turn]
         started = True
         while started and free > 0:  # one owner after another, a line each, until the room is used
             started = False
@@ -254,8 +298,12 @@ class BatchRunner:
                 batch.waiting[line.line] = self.clock() + max(1.0, answer.retry_after_s)
                 return
             state = DONE if 200 <= answer.status < 300 else FAILED
-            await self.store.finish_line(line.batch_id, line.line, state,
-                                         shapes.output_line(line.custom_id, answer.request_id, answer.status, answer.body))
+            await self.store.finish_line(
+                line.batch_id,
+                line.line,
+                state,
+                shapes.output_line(line.custom_id, answer.request_id, answer.status, answer.body),
+            )
             batch.tries.pop(line.line, None)
             batch.pending -= 1
         finally:

@@ -12,17 +12,38 @@ from batches.store import Line
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 MAX_ERRORS = 100  # validation errors named in a failed batch; the count says how many more
-CheckBody = Callable[[str, dict], None]  # (endpoint, body); raises ValueError naming the problem, as the endpoint would answer 400
+CheckBody = Callable[
+    [str, dict], None
+]  # (endpoint, body); raises ValueError naming the problem, as the endpoint would answer 400
 
 
-def new_batch(batch_id: str, input_file_id: str, endpoint: str, window: str, metadata: dict | None,
-              now: float, window_s: float) -> dict:
-    return {"id": batch_id, "object": "batch", "endpoint": endpoint, "model": None, "errors": None,
-            "input_file_id": input_file_id, "completion_window": window, "status": "validating",
-            "output_file_id": None, "error_file_id": None, "created_at": int(now), "in_progress_at": None,
-            "expires_at": int(now + window_s), "finalizing_at": None, "completed_at": None, "failed_at": None,
-            "expired_at": None, "cancelling_at": None, "cancelled_at": None,
-            "request_counts": {"total": 0, "completed": 0, "failed": 0}, "metadata": metadata, "usage": None}
+def new_batch(
+    batch_id: str, input_file_id: str, endpoint: str, window: str, metadata: dict | None, now: float, window_s: float
+) -> dict:
+    return {
+        "id": batch_id,
+        "object": "batch",
+        "endpoint": endpoint,
+        "model": None,
+        "errors": None,
+        "input_file_id": input_file_id,
+        "completion_window": window,
+        "status": "validating",
+        "output_file_id": None,
+        "error_file_id": None,
+        "created_at": int(now),
+        "in_progress_at": None,
+        "expires_at": int(now + window_s),
+        "finalizing_at": None,
+        "completed_at": None,
+        "failed_at": None,
+        "expired_at": None,
+        "cancelling_at": None,
+        "cancelled_at": None,
+        "request_counts": {"total": 0, "completed": 0, "failed": 0},
+        "metadata": metadata,
+        "usage": None,
+    }
 
 
 def error(code: str, message: str, line: int | None = None, param: str | None = None) -> dict:
@@ -36,8 +57,9 @@ def rows_of(content: bytes, max_lines: int) -> tuple[list[tuple[int, bytes]], di
     if not rows:
         return [], error("empty_file", "the input file has no requests")
     if len(rows) > max_lines:
-        return [], error("too_many_requests", f"the input file has {len(rows)} requests; at most {max_lines} "
-                         "fit in one batch")
+        return [], error(
+            "too_many_requests", f"the input file has {len(rows)} requests; at most {max_lines} fit in one batch"
+        )
     return rows, None
 
 
@@ -47,8 +69,9 @@ def shown(value: object, most: int = 80) -> str:
     return text if len(text) <= most else text[:most] + f"... ({len(text)} characters)"
 
 
-def checked_line(batch_id: str, number: int, row: bytes, endpoint: str, check: CheckBody, seen: set[str],
-                 max_bytes: int) -> Line:
+def checked_line(
+    batch_id: str, number: int, row: bytes, endpoint: str, check: CheckBody, seen: set[str], max_bytes: int
+) -> Line:
     """One request of the input file, checked as its endpoint would check it; ValueError names the problem."""
     if len(row) > max_bytes:
         raise ValueError(f"the request is {len(row)} bytes; at most {max_bytes} fit in one")
@@ -82,8 +105,9 @@ def checked_line(batch_id: str, number: int, row: bytes, endpoint: str, check: C
     return Line(batch_id, number, custom_id, json.dumps(body, ensure_ascii=False))
 
 
-def checked_file(batch_id: str, content: bytes, endpoint: str, check: CheckBody, max_lines: int, max_bytes: int
-                 ) -> tuple[list[Line], list[dict]]:
+def checked_file(
+    batch_id: str, content: bytes, endpoint: str, check: CheckBody, max_lines: int, max_bytes: int
+) -> tuple[list[Line], list[dict]]:
     """Every line checked (in a thread: a large file takes seconds), in the order they are to run;
     any failure of a check is the line's error, never the batch runner's."""
     rows, whole = rows_of(content, max_lines)
@@ -110,18 +134,27 @@ def _prompt_key(line: Line) -> str:
     that sorting on it puts lines with a shared prefix next to each other: run together, the
     engine's prefix cache still holds what they share."""
     body = json.loads(line.body)
-    return json.dumps([body.get("tools"), body.get("instructions"), body.get("messages", body.get("input"))],
-                      ensure_ascii=False)
+    return json.dumps(
+        [body.get("tools"), body.get("instructions"), body.get("messages", body.get("input"))], ensure_ascii=False
+    )
 
 
 def output_line(custom_id: str, request_id: str, status: int, body: dict) -> dict:
-    return {"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": custom_id,
-            "response": {"status_code": status, "request_id": request_id, "body": body}, "error": None}
+    return {
+        "id": f"batch_req_{uuid.uuid4().hex}",
+        "custom_id": custom_id,
+        "response": {"status_code": status, "request_id": request_id, "body": body},
+        "error": None,
+    }
 
 
 def unanswered_line(custom_id: str, code: str, message: str) -> dict:
-    return {"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": custom_id, "response": None,
-            "error": {"code": code, "message": message}}
+    return {
+        "id": f"batch_req_{uuid.uuid4().hex}",
+        "custom_id": custom_id,
+        "response": None,
+        "error": {"code": code, "message": message},
+    }
 
 
 def jsonl(rows: list[str]) -> bytes:

@@ -50,9 +50,17 @@ class StoredFile:
     created: float
 
     def shape(self) -> dict:
-        return {"id": self.id, "object": "file", "bytes": self.bytes, "created_at": int(self.created),
-                "filename": self.filename, "purpose": self.purpose, "status": "processed", "expires_at": None,
-                "status_details": None}
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": self.bytes,
+            "created_at": int(self.created),
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
 
 
 @dataclass(slots=True)
@@ -68,8 +76,15 @@ class StorageFull(Exception):
 
 
 class BatchStore:
-    def __init__(self, path: str, max_files: int, max_bytes: int, max_batches: int, retention_s: float,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str,
+        max_files: int,
+        max_bytes: int,
+        max_batches: int,
+        retention_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.max_files, self.max_bytes, self.max_batches = max_files, max_bytes, max_batches
         self.retention_s, self.clock = retention_s, clock
         self._file = SqliteFile(Path(path), "the batch store", log, clock)
@@ -87,31 +102,39 @@ class BatchStore:
         """Raises StorageFull where the caller's files would pass their count or bytes."""
         stored = StoredFile(new_id("file"), caller, purpose, filename, len(content), self.clock())
         async with self._file.transaction() as db:
-            async with db.execute("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM files WHERE caller = ?",
-                                  (caller,)) as cur:
+            async with db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM files WHERE caller = ?", (caller,)
+            ) as cur:
                 count, used = await cur.fetchone() or (0, 0)
             if count + 1 > self.max_files or used + len(content) > self.max_bytes:
-                raise StorageFull(f"your files would pass the bound of {self.max_files} files or {self.max_bytes} "
-                                  f"bytes (now {count} files, {used} bytes); delete some first")
-            await db.execute("INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", (
-                stored.id, caller, purpose, filename, len(content), stored.created, content))
+                raise StorageFull(
+                    f"your files would pass the bound of {self.max_files} files or {self.max_bytes} "
+                    f"bytes (now {count} files, {used} bytes); delete some first"
+                )
+            await db.execute(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (stored.id, caller, purpose, filename, len(content), stored.created, content),
+            )
         return stored
 
     async def file(self, file_id: str, caller: str) -> StoredFile | None:
         async with self._file.connected().execute(
-                "SELECT id, caller, purpose, filename, bytes, created FROM files WHERE id = ? AND caller = ?",
-                (file_id, caller)) as cur:
+            "SELECT id, caller, purpose, filename, bytes, created FROM files WHERE id = ? AND caller = ?",
+            (file_id, caller),
+        ) as cur:
             row = await cur.fetchone()
         return StoredFile(*row) if row is not None else None
 
     async def content(self, file_id: str, caller: str) -> bytes | None:
         async with self._file.connected().execute(
-                "SELECT content FROM files WHERE id = ? AND caller = ?", (file_id, caller)) as cur:
+            "SELECT content FROM files WHERE id = ? AND caller = ?", (file_id, caller)
+        ) as cur:
             row = await cur.fetchone()
         return bytes(row[0]) if row is not None else None
 
-    async def files(self, caller: str, purpose: str | None, after: str | None, limit: int,
-                    descending: bool) -> list[StoredFile]:
+    async def files(
+        self, caller: str, purpose: str | None, after: str | None, limit: int, descending: bool
+    ) -> list[StoredFile]:
         order = "DESC" if descending else "ASC"
         query = f"SELECT id, caller, purpose, filename, bytes, created FROM files WHERE caller = ? {{}} ORDER BY created {order}, id {order}"
         where, args = _after("files", after, caller, descending)
@@ -130,14 +153,17 @@ class BatchStore:
     async def put_batch(self, caller: str, namespace: str, batch: dict) -> None:
         """`namespace`: the caller's cache namespace, which its lines run in (it comes from the key)."""
         async with self._file.transaction() as db:
-            await db.execute("INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?)", (
-                batch["id"], caller, namespace, self.clock(), batch["status"], json.dumps(batch)))
+            await db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?)",
+                (batch["id"], caller, namespace, self.clock(), batch["status"], json.dumps(batch)),
+            )
         await self._bound_batches(caller)
 
     async def unfinished_of(self, caller: str) -> int:
         marks = ", ".join("?" * len(UNFINISHED))
         async with self._file.connected().execute(
-                f"SELECT COUNT(*) FROM batches WHERE caller = ? AND status IN ({marks})", (caller, *UNFINISHED)) as cur:
+            f"SELECT COUNT(*) FROM batches WHERE caller = ? AND status IN ({marks})", (caller, *UNFINISHED)
+        ) as cur:
             row = await cur.fetchone()
         return row[0] if row is not None else 0
 
@@ -146,26 +172,41 @@ class BatchStore:
         finished meanwhile stays finished); the batch as it is now either way, None if not the caller's."""
         now = int(self.clock())
         async with self._file.transaction() as db:
-            await db.execute("UPDATE batches SET status = 'cancelling', batch = json_set(batch, '$.status', "
-                             "'cancelling', '$.cancelling_at', ?) WHERE id = ? AND caller = ? AND status IN "
-                             "('validating', 'in_progress')", (now, batch_id, caller))
+            await db.execute(
+                "UPDATE batches SET status = 'cancelling', batch = json_set(batch, '$.status', "
+                "'cancelling', '$.cancelling_at', ?) WHERE id = ? AND caller = ? AND status IN "
+                "('validating', 'in_progress')",
+                (now, batch_id, caller),
+            )
         return await self.batch(batch_id, caller)
 
-    async def update_batch(self, batch: dict, was: str, lines: Iterable[Line] = (),
-                           outputs: Iterable[tuple[str, bytes]] = (), caller: str | None = None) -> bool:
+    async def update_batch(
+        self,
+        batch: dict,
+        was: str,
+        lines: Iterable[Line] = (),
+        outputs: Iterable[tuple[str, bytes]] = (),
+        caller: str | None = None,
+    ) -> bool:
         """A batch's new state, with the lines it starts (validated) or the files it ends with
         (output, errors), in one transaction; only if its status is still `was` (a cancel may
         have come between), else nothing changes and False."""
         async with self._file.transaction() as db:
-            cur = await db.execute("UPDATE batches SET status = ?, batch = ? WHERE id = ? AND status = ?",
-                                   (batch["status"], json.dumps(batch), batch["id"], was))
+            cur = await db.execute(
+                "UPDATE batches SET status = ?, batch = ? WHERE id = ? AND status = ?",
+                (batch["status"], json.dumps(batch), batch["id"], was),
+            )
             if cur.rowcount == 0:
                 return False
-            await db.executemany("INSERT OR IGNORE INTO lines VALUES (?, ?, ?, ?, ?, NULL)", [
-                (line.batch_id, line.line, line.custom_id, line.body, PENDING) for line in lines])
+            await db.executemany(
+                "INSERT OR IGNORE INTO lines VALUES (?, ?, ?, ?, ?, NULL)",
+                [(line.batch_id, line.line, line.custom_id, line.body, PENDING) for line in lines],
+            )
             for file_id, content in outputs:
-                await db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)", (
-                    file_id, caller, "batch_output", f"{file_id}.jsonl", len(content), self.clock(), content))
+                await db.execute(
+                    "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (file_id, caller, "batch_output", f"{file_id}.jsonl", len(content), self.clock(), content),
+                )
         return True
 
     async def batch(self, batch_id: str, caller: str | None) -> dict | None:
@@ -180,49 +221,58 @@ class BatchStore:
     async def batches(self, caller: str, after: str | None, limit: int) -> list[dict]:
         where, args = _after("batches", after, caller, True)
         async with self._file.connected().execute(
-                f"SELECT batch FROM batches WHERE caller = ? {where} ORDER BY created DESC, id DESC LIMIT ?",
-                (caller, *args, limit)) as cur:
+            f"SELECT batch FROM batches WHERE caller = ? {where} ORDER BY created DESC, id DESC LIMIT ?",
+            (caller, *args, limit),
+        ) as cur:
             return [json.loads(row[0]) async for row in cur]
 
     async def unfinished(self) -> list[tuple[str, str, dict]]:
         """(caller, namespace, batch) of every batch not yet ended, oldest first."""
         marks = ", ".join("?" * len(UNFINISHED))
         async with self._file.connected().execute(
-                f"SELECT caller, namespace, batch FROM batches WHERE status IN ({marks}) ORDER BY created",
-                UNFINISHED) as cur:
+            f"SELECT caller, namespace, batch FROM batches WHERE status IN ({marks}) ORDER BY created", UNFINISHED
+        ) as cur:
             return [(row[0], row[1], json.loads(row[2])) async for row in cur]
 
     # lines
 
     async def pending(self, batch_id: str, skip: set[int], limit: int) -> list[Line]:
         async with self._file.connected().execute(
-                "SELECT line, custom_id, body FROM lines WHERE batch_id = ? AND state = ? ORDER BY rowid LIMIT ?",
-                (batch_id, PENDING, limit + len(skip))) as cur:
+            "SELECT line, custom_id, body FROM lines WHERE batch_id = ? AND state = ? ORDER BY rowid LIMIT ?",
+            (batch_id, PENDING, limit + len(skip)),
+        ) as cur:
             rows = [row async for row in cur if row[0] not in skip]
         return [Line(batch_id, row[0], row[1], row[2]) for row in rows[:limit]]
 
     async def finish_line(self, batch_id: str, line: int, state: str, result: dict) -> None:
         async with self._file.transaction() as db:
-            await db.execute("UPDATE lines SET state = ?, result = ? WHERE batch_id = ? AND line = ? AND state = ?",
-                             (state, json.dumps(result), batch_id, line, PENDING))
+            await db.execute(
+                "UPDATE lines SET state = ?, result = ? WHERE batch_id = ? AND line = ? AND state = ?",
+                (state, json.dumps(result), batch_id, line, PENDING),
+            )
 
     async def fail_pending(self, batch_id: str, result: Callable[[str], dict]) -> None:
         """Every line not answered yet ends failed (the batch was cancelled or expired)."""
         async with self._file.transaction() as db:
-            async with db.execute("SELECT line, custom_id FROM lines WHERE batch_id = ? AND state = ?",
-                                  (batch_id, PENDING)) as cur:
+            async with db.execute(
+                "SELECT line, custom_id FROM lines WHERE batch_id = ? AND state = ?", (batch_id, PENDING)
+            ) as cur:
                 rows = list(await cur.fetchall())
-            await db.executemany("UPDATE lines SET state = ?, result = ? WHERE batch_id = ? AND line = ?",
-                                 [(FAILED, json.dumps(result(row[1])), batch_id, row[0]) for row in rows])
+            await db.executemany(
+                "UPDATE lines SET state = ?, result = ? WHERE batch_id = ? AND line = ?",
+                [(FAILED, json.dumps(result(row[1])), batch_id, row[0]) for row in rows],
+            )
 
     async def counts(self, batch_id: str) -> dict[str, int]:
         async with self._file.connected().execute(
-                "SELECT state, COUNT(*) FROM lines WHERE batch_id = ? GROUP BY state", (batch_id,)) as cur:
+            "SELECT state, COUNT(*) FROM lines WHERE batch_id = ? GROUP BY state", (batch_id,)
+        ) as cur:
             return {row[0]: row[1] async for row in cur}
 
     async def results(self, batch_id: str, state: str) -> list[str]:
         async with self._file.connected().execute(
-                "SELECT result FROM lines WHERE batch_id = ? AND state = ? ORDER BY line", (batch_id, state)) as cur:
+            "SELECT result FROM lines WHERE batch_id = ? AND state = ? ORDER BY line", (batch_id, state)
+        ) as cur:
             return [row[0] async for row in cur]
 
     # bounds
@@ -232,31 +282,42 @@ class BatchStore:
         cutoff = self.clock() - self.retention_s
         marks = ", ".join("?" * len(UNFINISHED))
         async with self._file.transaction() as db:
-            await db.execute(f"DELETE FROM lines WHERE batch_id IN (SELECT id FROM batches WHERE created < ? AND "
-                             f"status NOT IN ({marks}))", (cutoff, *UNFINISHED))
-            await db.execute(f"DELETE FROM batches WHERE created < ? AND status NOT IN ({marks})", (cutoff, *UNFINISHED))
+            await db.execute(
+                f"DELETE FROM lines WHERE batch_id IN (SELECT id FROM batches WHERE created < ? AND "
+                f"status NOT IN ({marks}))",
+                (cutoff, *UNFINISHED),
+            )
+            await db.execute(
+                f"DELETE FROM batches WHERE created < ? AND status NOT IN ({marks})", (cutoff, *UNFINISHED)
+            )
             await db.execute(f"DELETE FROM files WHERE created < ? AND id NOT IN ({_IN_USE})", (cutoff, *UNFINISHED))
 
     async def _bound_batches(self, caller: str) -> None:
         """The caller's oldest finished batches past its bound go, with their lines and result files."""
         marks = ", ".join("?" * len(UNFINISHED))
-        oldest = (f"SELECT id FROM batches WHERE caller = ? AND status NOT IN ({marks}) ORDER BY created "
-                  f"LIMIT max(0, (SELECT COUNT(*) FROM batches WHERE caller = ?) - ?)")
+        oldest = (
+            f"SELECT id FROM batches WHERE caller = ? AND status NOT IN ({marks}) ORDER BY created "
+            f"LIMIT max(0, (SELECT COUNT(*) FROM batches WHERE caller = ?) - ?)"
+        )
         args = (caller, *UNFINISHED, caller, self.max_batches)
         async with self._file.transaction() as db:
             async with db.execute(oldest, args) as cur:
                 gone = [row[0] for row in await cur.fetchall()]
             for batch_id in gone:
-                async with db.execute("SELECT json_extract(batch, '$.output_file_id'), json_extract(batch, "
-                                      "'$.error_file_id') FROM batches WHERE id = ?", (batch_id,)) as cur:
+                async with db.execute(
+                    "SELECT json_extract(batch, '$.output_file_id'), json_extract(batch, "
+                    "'$.error_file_id') FROM batches WHERE id = ?",
+                    (batch_id,),
+                ) as cur:
                     files = [f for row in await cur.fetchall() for f in row if f]
                 await db.executemany("DELETE FROM files WHERE id = ? AND caller = ?", [(f, caller) for f in files])
                 await db.execute("DELETE FROM lines WHERE batch_id = ?", (batch_id,))
                 await db.execute("DELETE FROM batches WHERE id = ?", (batch_id,))
 
 
-_IN_USE = ("SELECT json_extract(batch, '$.input_file_id') FROM batches WHERE status IN "
-           f"({', '.join('?' * len(UNFINISHED))})")
+_IN_USE = (
+    f"SELECT json_extract(batch, '$.input_file_id') FROM batches WHERE status IN ({', '.join('?' * len(UNFINISHED))})"
+)
 
 
 def _after(table: str, after: str | None, caller: str, descending: bool) -> tuple[str, list]:
@@ -264,5 +325,4 @@ def _after(table: str, after: str | None, caller: str, descending: bool) -> tupl
     if after is None:
         return "", []
     op = "<" if descending else ">"
-    return (f"AND (created, id) {op} (SELECT created, id FROM {table} WHERE id = ? AND caller = ?)",
-            [after, caller])
+    return (f"AND (created, id) {op} (SELECT created, id FROM {table} WHERE id = ? AND caller = ?)", [after, caller])

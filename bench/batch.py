@@ -53,9 +53,20 @@ class BatchRun:
 
 def batch_file(lines: int, first: int) -> bytes:
     """Prompts from `first` on: each run its own, so no answer comes from the cache or an engine's prefix cache."""
-    rows = [{"custom_id": f"b{i}", "method": "POST", "url": "/v1/chat/completions",
-             "body": {"model": MODEL_NAME, "messages": [{"role": "user", "content": prompt_for(first + i)}],
-                      "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE}} for i in range(lines)]
+    rows = [
+        {
+            "custom_id": f"b{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": MODEL_NAME,
+                "messages": [{"role": "user", "content": prompt_for(first + i)}],
+                "max_tokens": MAX_TOKENS,
+                "temperature": TEMPERATURE,
+            },
+        }
+        for i in range(lines)
+    ]
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
@@ -64,11 +75,14 @@ async def run_batch(url: str, lines: int, t0: float, first: int, until: asyncio.
     batch is then cancelled and its tokens so far counted)."""
     out = BatchRun(lines)
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
-        up = await client.post("/v1/files", files={"file": ("b.jsonl", io.BytesIO(batch_file(lines, first)))},
-                               data={"purpose": "batch"})
+        up = await client.post(
+            "/v1/files", files={"file": ("b.jsonl", io.BytesIO(batch_file(lines, first)))}, data={"purpose": "batch"}
+        )
         up.raise_for_status()
-        made = await client.post("/v1/batches", json={"input_file_id": up.json()["id"], "completion_window": "24h",
-                                                      "endpoint": "/v1/chat/completions"})
+        made = await client.post(
+            "/v1/batches",
+            json={"input_file_id": up.json()["id"], "completion_window": "24h", "endpoint": "/v1/chat/completions"},
+        )
         made.raise_for_status()
         batch_id = made.json()["id"]
         bar = Progress(f"batch of {lines}", lines, "line")
@@ -87,13 +101,15 @@ async def run_batch(url: str, lines: int, t0: float, first: int, until: asyncio.
         out.ended_s, out.status = time.perf_counter() - t0, state["status"]
         if state.get("output_file_id"):
             text = (await client.get(f"/v1/files/{state['output_file_id']}/content")).text
-            out.completion_tokens = sum(json.loads(x)["response"]["body"]["usage"]["completion_tokens"]
-                                        for x in text.splitlines())
+            out.completion_tokens = sum(
+                json.loads(x)["response"]["body"]["usage"]["completion_tokens"] for x in text.splitlines()
+            )
     return out
 
 
-async def interactive_with_batch(server: ServerProcess, load: float, capacity: float, duration_s: float, lines: int
-                                 ) -> tuple[Run, BatchRun]:
+async def interactive_with_batch(
+    server: ServerProcess, load: float, capacity: float, duration_s: float, lines: int
+) -> tuple[Run, BatchRun]:
     t0 = time.perf_counter()
     stop = asyncio.Event()
     batch = asyncio.create_task(run_batch(server.url, lines, t0, 200_000, stop))
@@ -119,11 +135,17 @@ def main() -> int:
     finally:
         own.stop()
     peak = max(level.tok_s for level in cal.levels)
-    note(f"{engine_name}: peak {peak:.0f} tok/s, C_slo {cal.c_slo:.2f} req/s; closed loop tok/s by concurrency: "
-         + ", ".join(f"{level.concurrency}: {level.tok_s:.0f}" for level in cal.levels))
+    note(
+        f"{engine_name}: peak {peak:.0f} tok/s, C_slo {cal.c_slo:.2f} req/s; closed loop tok/s by concurrency: "
+        + ", ".join(f"{level.concurrency}: {level.tok_s:.0f}" for level in cal.levels)
+    )
     data = tempfile.mkdtemp(prefix="bench-batch-")  # no batch left over from another run resumes here
-    ours = start("ours", args.engine, kv, ["scheduler.slo.tpot_s=0.1", "scheduler.slo.ttft_s=1",
-                                          f"batches.path={data}/batches.sqlite3"])
+    ours = start(
+        "ours",
+        args.engine,
+        kv,
+        ["scheduler.slo.tpot_s=0.1", "scheduler.slo.ttft_s=1", f"batches.path={data}/batches.sqlite3"],
+    )
     try:
         alone = asyncio.run(run_batch(ours.url, args.lines, time.perf_counter(), 100_000))
         without = asyncio.run(run_load(ours, args.load, cal.c_slo, args.duration, 1, 5.0))
@@ -136,23 +158,47 @@ def main() -> int:
     return 0
 
 
-def report(peak: float, alone: BatchRun, without: Run, with_batch: Run, during: BatchRun,
-           args: argparse.Namespace) -> None:
+def report(
+    peak: float, alone: BatchRun, without: Run, with_batch: Run, during: BatchRun, args: argparse.Namespace
+) -> None:
     slo = Slo(0.1, {"high": 1.0, "low": 60.0})
-    print(table(f"A batch of {args.lines} alone", ["engine peak tok/s", "batch tok/s", "ratio", "status"],
-                [[f"{peak:.0f}", f"{alone.tok_s:.0f}", f"{alone.tok_s / peak:.2f}x", alone.status]]))
+    print(
+        table(
+            f"A batch of {args.lines} alone",
+            ["engine peak tok/s", "batch tok/s", "ratio", "status"],
+            [[f"{peak:.0f}", f"{alone.tok_s:.0f}", f"{alone.tok_s / peak:.2f}x", alone.status]],
+        )
+    )
     rows = []
     for cls in ("high", "low", "all"):
         a, b = summarize(without, cls, slo), summarize(with_batch, cls, slo)
-        rows.append([cls, f"{a.ttft.p50:.3f} / {b.ttft.p50:.3f}", f"{a.ttft.p99:.3f} / {b.ttft.p99:.3f}",
-                     f"{a.tpot.p50:.3f} / {b.tpot.p50:.3f}", f"{a.tpot.p99:.3f} / {b.tpot.p99:.3f}",
-                     f"{a.tok_s:.0f} / {b.tok_s:.0f}", f"{b.ttft.p99 / a.ttft.p99:.2f}x"])
-    print(table(f"Interactive load {args.load:g}x C_slo, without / with the batch running (s)",
-                ["class", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "tok/s", "TTFT p99 ratio"], rows))
+        rows.append(
+            [
+                cls,
+                f"{a.ttft.p50:.3f} / {b.ttft.p50:.3f}",
+                f"{a.ttft.p99:.3f} / {b.ttft.p99:.3f}",
+                f"{a.tpot.p50:.3f} / {b.tpot.p50:.3f}",
+                f"{a.tpot.p99:.3f} / {b.tpot.p99:.3f}",
+                f"{a.tok_s:.0f} / {b.tok_s:.0f}",
+                f"{b.ttft.p99 / a.ttft.p99:.2f}x",
+            ]
+        )
+    print(
+        table(
+            f"Interactive load {args.load:g}x C_slo, without / with the batch running (s)",
+            ["class", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "tok/s", "TTFT p99 ratio"],
+            rows,
+        )
+    )
     interactive = summarize(with_batch, "all", slo).tok_s
     left = max(1e-9, peak - interactive)
-    print(table("The batch beside interactive load", ["left over tok/s", "batch tok/s", "share of left over"],
-                [[f"{left:.0f}", f"{during.tok_s:.0f}", f"{during.tok_s / left:.2f}"]]))
+    print(
+        table(
+            "The batch beside interactive load",
+            ["left over tok/s", "batch tok/s", "share of left over"],
+            [[f"{left:.0f}", f"{during.tok_s:.0f}", f"{during.tok_s / left:.2f}"]],
+        )
+    )
 
 
 def plot(path: str, run: Run, batch: BatchRun) -> None:

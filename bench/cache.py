@@ -100,28 +100,54 @@ def run_part1(url: str, pid: int, args: argparse.Namespace, summary: list[list[o
             rows.append([*row, ", ".join(f"{k}={v:,}" for k, v in sorted(r.cache_status.items()))])
     errors = [f"{name} c={c}: {r.error_sample}" for (name, c), r in results.items() if r.error_sample]
     print()
-    print(table(
-        f"Part 1: cache hits vs the engine path, non-streaming, temperature 0, max_tokens {MAX_TOKENS} "
-        "(latency in milliseconds, client-measured)",
-        ["request", "conc", "requests", "errors", "req/s", "p50 ms", "p99 ms", "mean ms", "max ms",
-         "srv cpu us/req", "client cpu", "X-Cache"], rows,
-        ["hit: one primed entry sent again; no-store: the same request with Cache-Control: no-store "
-         "(scheduler + zero-latency simulator, no key, no lookup)",
-         f"{duration:g}s measured per cell after {warmup:g}s warm-up, in {rounds} alternating round(s); "
-         f"client and server share {os.cpu_count()} CPUs; client cpu near 100% means req/s is client-bound",
-         "srv cpu us/req: server process CPU time (/proc) over the measured window / requests answered",
-         *(f"first error: {e}" for e in errors)],
-    ))
+    print(
+        table(
+            f"Part 1: cache hits vs the engine path, non-streaming, temperature 0, max_tokens {MAX_TOKENS} "
+            "(latency in milliseconds, client-measured)",
+            [
+                "request",
+                "conc",
+                "requests",
+                "errors",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "mean ms",
+                "max ms",
+                "srv cpu us/req",
+                "client cpu",
+                "X-Cache",
+            ],
+            rows,
+            [
+                "hit: one primed entry sent again; no-store: the same request with Cache-Control: no-store "
+                "(scheduler + zero-latency simulator, no key, no lookup)",
+                f"{duration:g}s measured per cell after {warmup:g}s warm-up, in {rounds} alternating round(s); "
+                f"client and server share {os.cpu_count()} CPUs; client cpu near 100% means req/s is client-bound",
+                "srv cpu us/req: server process CPU time (/proc) over the measured window / requests answered",
+                *(f"first error: {e}" for e in errors),
+            ],
+        )
+    )
     hit1 = stats[("hit", 1)]
-    all_hits = all(results[("hit", c)].cache_status.keys() == {"HIT"} and not results[("hit", c)].errors
-                   for c in (1, 16))
-    summary.append(["hit p50 @ concurrency 1", f"< {HIT_P50_TARGET_MS:g} ms", f"{hit1.p50:.2f} ms",
-                    "PASS" if hit1.p50 < HIT_P50_TARGET_MS else "MISS"])
+    all_hits = all(
+        results[("hit", c)].cache_status.keys() == {"HIT"} and not results[("hit", c)].errors for c in (1, 16)
+    )
+    summary.append(
+        [
+            "hit p50 @ concurrency 1",
+            f"< {HIT_P50_TARGET_MS:g} ms",
+            f"{hit1.p50:.2f} ms",
+            "PASS" if hit1.p50 < HIT_P50_TARGET_MS else "MISS",
+        ]
+    )
     summary.append(["hit p99 @ concurrency 1", "(info)", f"{hit1.p99:.2f} ms", "-"])
-    summary.append(["hit req/s @ concurrency 1 / 16", "(info)",
-                    f"{rps[('hit', 1)]:,.0f} / {rps[('hit', 16)]:,.0f}", "-"])
-    summary.append(["every hit request answered X-Cache: HIT", "yes", "yes" if all_hits else "no",
-                    "PASS" if all_hits else "MISS"])
+    summary.append(
+        ["hit req/s @ concurrency 1 / 16", "(info)", f"{rps[('hit', 1)]:,.0f} / {rps[('hit', 16)]:,.0f}", "-"]
+    )
+    summary.append(
+        ["every hit request answered X-Cache: HIT", "yes", "yes" if all_hits else "no", "PASS" if all_hits else "MISS"]
+    )
 
 
 # ----------------------------------------------------------------------------- part 2: lookup cost on a miss
@@ -153,8 +179,9 @@ async def _misses(url: str, pid: int, blocks: int, per_block: int, warmup: int, 
             headers = NO_STORE if mode == "no-store" else {}
             t0 = time.perf_counter()
             try:
-                response = await client.post("/v1/chat/completions", json=payload(prompt_text(tag, counter)),
-                                             headers=headers)
+                response = await client.post(
+                    "/v1/chat/completions", json=payload(prompt_text(tag, counter)), headers=headers
+                )
             except httpx.HTTPError as exc:
                 result.errors += 1
                 result.error_sample = result.error_sample or repr(exc)
@@ -193,45 +220,88 @@ def run_part2(url: str, pid: int, args: argparse.Namespace, summary: list[list[o
     per_block = 40 if args.quick else 60
     note("Part 2: the lookup's cost on a miss (unique prompts, cache on vs no-store, concurrency 1)")
     asyncio.run(api_json(url, "DELETE", "/v1/cache"))
-    r = asyncio.run(_misses(url, pid, blocks, per_block, warmup=100 if args.quick else 300,
-                            tag=f"miss-{uuid.uuid4().hex[:8]}"))
+    r = asyncio.run(
+        _misses(url, pid, blocks, per_block, warmup=100 if args.quick else 300, tag=f"miss-{uuid.uuid4().hex[:8]}")
+    )
     st = {mode: Stats.of(ms(v)) for mode, v in r.latencies_s.items()}
-    cpu = {mode: (r.server_cpu_s[mode] / st[mode].n * 1e6 if r.server_cpu_s[mode] is not None and st[mode].n
-                  else None) for mode in st}
+    cpu = {
+        mode: (r.server_cpu_s[mode] / st[mode].n * 1e6 if r.server_cpu_s[mode] is not None and st[mode].n else None)
+        for mode in st
+    }
     # A/A: the no-store blocks split into two halves of alternate blocks, to show the noise floor
     nb = r.block_latencies_s["no-store"]
     aa_a = Stats.of(ms([x for blk in nb[0::2] for x in blk]))
     aa_b = Stats.of(ms([x for blk in nb[1::2] for x in blk]))
     # per-pair block medians: the spread of the added p50 across the run
-    pair_diffs = sorted(Stats.of(ms(a)).p50 - Stats.of(ms(b)).p50
-                        for a, b in zip(r.block_latencies_s["on"], nb))
+    pair_diffs = sorted(Stats.of(ms(a)).p50 - Stats.of(ms(b)).p50 for a, b in zip(r.block_latencies_s["on"], nb))
     rows = []
     for mode, label in (("on", "cache on (key, lookup, miss, store)"), ("no-store", "no-store (bypass)")):
         s = st[mode]
-        rows.append([label, f"{s.n:,}", f"{s.p50:.3f}", f"{s.p99:.3f}", f"{s.mean:.3f}", f"{s.max:.2f}",
-                     f"{cpu[mode]:,.0f}" if cpu[mode] is not None else "-", r.wrong_status[mode]])
+        rows.append(
+            [
+                label,
+                f"{s.n:,}",
+                f"{s.p50:.3f}",
+                f"{s.p99:.3f}",
+                f"{s.mean:.3f}",
+                f"{s.max:.2f}",
+                f"{cpu[mode]:,.0f}" if cpu[mode] is not None else "-",
+                r.wrong_status[mode],
+            ]
+        )
     on, off = st["on"], st["no-store"]
     added = on.p50 - off.p50
     cpu_added = f"{cpu['on'] - cpu['no-store']:+,.0f}" if cpu["on"] is not None and cpu["no-store"] is not None else "-"
-    rows.append(["  added (on - no-store)", "", f"{added:+.3f}", f"{on.p99 - off.p99:+.3f}",
-                 f"{on.mean - off.mean:+.3f}", "", cpu_added, ""])
-    rows.append(["  A/A noise (no-store, even - odd blocks)", "", f"{aa_a.p50 - aa_b.p50:+.3f}",
-                 f"{aa_a.p99 - aa_b.p99:+.3f}", f"{aa_a.mean - aa_b.mean:+.3f}", "", "", ""])
+    rows.append(
+        [
+            "  added (on - no-store)",
+            "",
+            f"{added:+.3f}",
+            f"{on.p99 - off.p99:+.3f}",
+            f"{on.mean - off.mean:+.3f}",
+            "",
+            cpu_added,
+            "",
+        ]
+    )
+    rows.append(
+        [
+            "  A/A noise (no-store, even - odd blocks)",
+            "",
+            f"{aa_a.p50 - aa_b.p50:+.3f}",
+            f"{aa_a.p99 - aa_b.p99:+.3f}",
+            f"{aa_a.mean - aa_b.mean:+.3f}",
+            "",
+            "",
+            "",
+        ]
+    )
     q = len(pair_diffs) // 4
     print()
-    print(table(
-        f"Part 2: what the cache adds to a miss, non-streaming, temperature 0, max_tokens {MAX_TOKENS}, "
-        "concurrency 1 (milliseconds)",
-        ["requests", "n", "p50 ms", "p99 ms", "mean ms", "max ms", "srv cpu us/req", "wrong X-Cache"], rows,
-        [f"{blocks} blocks of {per_block} per side, alternating A B B A ..., every prompt unique "
-         "(cache on: each one a MISS that is then stored; no-store: X-Cache BYPASS)",
-         f"per-block-pair p50 difference: median {pair_diffs[len(pair_diffs) // 2]:+.3f} ms, "
-         f"interquartile {pair_diffs[q]:+.3f} .. {pair_diffs[-q - 1]:+.3f} ms over {len(pair_diffs)} pairs",
-         "srv cpu us/req includes the background SQLite insert + commit of each stored miss",
-         *([f"first error: {r.error_sample}"] if r.error_sample else [])],
-    ))
-    summary.append(["lookup added to a miss, p50 @ c=1", f"< {LOOKUP_ADDED_TARGET_MS:g} ms", f"{added:+.3f} ms",
-                    "PASS" if added < LOOKUP_ADDED_TARGET_MS else "MISS"])
+    print(
+        table(
+            f"Part 2: what the cache adds to a miss, non-streaming, temperature 0, max_tokens {MAX_TOKENS}, "
+            "concurrency 1 (milliseconds)",
+            ["requests", "n", "p50 ms", "p99 ms", "mean ms", "max ms", "srv cpu us/req", "wrong X-Cache"],
+            rows,
+            [
+                f"{blocks} blocks of {per_block} per side, alternating A B B A ..., every prompt unique "
+                "(cache on: each one a MISS that is then stored; no-store: X-Cache BYPASS)",
+                f"per-block-pair p50 difference: median {pair_diffs[len(pair_diffs) // 2]:+.3f} ms, "
+                f"interquartile {pair_diffs[q]:+.3f} .. {pair_diffs[-q - 1]:+.3f} ms over {len(pair_diffs)} pairs",
+                "srv cpu us/req includes the background SQLite insert + commit of each stored miss",
+                *([f"first error: {r.error_sample}"] if r.error_sample else []),
+            ],
+        )
+    )
+    summary.append(
+        [
+            "lookup added to a miss, p50 @ c=1",
+            f"< {LOOKUP_ADDED_TARGET_MS:g} ms",
+            f"{added:+.3f} ms",
+            "PASS" if added < LOOKUP_ADDED_TARGET_MS else "MISS",
+        ]
+    )
     summary.append(["  server CPU added per miss", "(info)", f"{cpu_added} us", "-"])
     wrong = sum(r.wrong_status.values()) + r.errors
     summary.append(["misses: errors + wrong X-Cache", "0", str(wrong), "PASS" if wrong == 0 else "MISS"])
@@ -255,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     started = time.monotonic()
-    print(f"bench/cache.py  mode={'quick' if args.quick else 'full'}  python {platform.python_version()}  "
-          f"uvicorn {uvicorn.__version__}  httpx {httpx.__version__}  cpus={os.cpu_count()}  {platform.machine()}")
+    print(
+        f"bench/cache.py  mode={'quick' if args.quick else 'full'}  python {platform.python_version()}  "
+        f"uvicorn {uvicorn.__version__}  httpx {httpx.__version__}  cpus={os.cpu_count()}  {platform.machine()}"
+    )
     summary: list[list[object]] = []
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
@@ -273,10 +345,18 @@ def main(argv: list[str] | None = None) -> int:
             if not args.skip_zipf:
                 run_part3(url, args, summary)
     print()
-    print(table("Summary", ["target", "goal", "measured", "result"], summary,
-                [f"server: python app.py {' '.join('--set ' + s for s in SERVER_SETTINGS)} "
-                 "--set cache.path=<tempdir>/cache.sqlite3",
-                 f"total run time {time.monotonic() - started:.1f}s"]))
+    print(
+        table(
+            "Summary",
+            ["target", "goal", "measured", "result"],
+            summary,
+            [
+                f"server: python app.py {' '.join('--set ' + s for s in SERVER_SETTINGS)} "
+                "--set cache.path=<tempdir>/cache.sqlite3",
+                f"total run time {time.monotonic() - started:.1f}s",
+            ],
+        )
+    )
     return 0
 
 

@@ -11,14 +11,20 @@ MAX_TOKENS = 16
 
 
 def payload(prompt: str) -> dict:
-    return {"model": "sim", "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": MAX_TOKENS, "temperature": 0}
+    return {
+        "model": "sim",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+    }
 
 
 def prompt_text(tag: str, i: int) -> str:
     """Distinct prompts of one fixed length, so prompts never differ in hashing or prefill cost."""
-    return (f"[{tag}-{i:08d}] Summarise in two sentences why a shared GPU needs a priority queue, "
-            "and what a response cache saves when scripts repeat the same question.")
+    return (
+        f"[{tag}-{i:08d}] Summarise in two sentences why a shared GPU needs a priority queue, "
+        "and what a response cache saves when scripts repeat the same question."
+    )
 
 
 async def api_json(url: str, method: str, path: str) -> dict:

@@ -54,7 +54,7 @@ def make_stream(n: int, repeat_fraction: float, rng: random.Random, cum: list[fl
 def zipf_cumulative(n: int, s: float) -> list[float]:
     cum, total = [], 0.0
     for k in range(1, n + 1):
-        total += k ** -s
+        total += k**-s
         cum.append(total)
     return cum
 
@@ -86,8 +86,7 @@ async def _replay(url: str, stream: ZipfStream, tag: str, concurrency: int, labe
             i = next_index
             next_index += 1
             try:
-                response = await client.post("/v1/chat/completions",
-                                             json=payload(prompt_text(tag, stream.prompts[i])))
+                response = await client.post("/v1/chat/completions", json=payload(prompt_text(tag, stream.prompts[i])))
                 statuses[i] = response.headers.get("x-cache", "none") if response.status_code == 200 else "error"
                 if response.status_code != 200:
                     errors += 1
@@ -136,29 +135,66 @@ def run_part3(url: str, args: argparse.Namespace, summary: list[list[object]]) -
             stats_rate = d_hits / lookups if lookups else 0.0
             hdr_rate = hdr_hits / n
             worst_gap = max(worst_gap, abs(hdr_rate - theory))
-            rows.append([f"{stream.repeat_fraction:.0%}", c, f"{n:,}", f"{stream.distinct:,}",
-                         f"{theory:.2%}", f"{hdr_rate:.2%}", f"{hdr_rate - theory:+.2%}",
-                         f"{stats_rate:.2%}", f"{d_hits:,}/{lookups:,}", f"{r.stats_after['entries']:,}",
-                         f"{r.removed_before:,}", hdr_other, f"{n / r.wall_s:,.0f}"])
+            rows.append(
+                [
+                    f"{stream.repeat_fraction:.0%}",
+                    c,
+                    f"{n:,}",
+                    f"{stream.distinct:,}",
+                    f"{theory:.2%}",
+                    f"{hdr_rate:.2%}",
+                    f"{hdr_rate - theory:+.2%}",
+                    f"{stats_rate:.2%}",
+                    f"{d_hits:,}/{lookups:,}",
+                    f"{r.stats_after['entries']:,}",
+                    f"{r.removed_before:,}",
+                    hdr_other,
+                    f"{n / r.wall_s:,.0f}",
+                ]
+            )
             if r.error_sample:
                 errors.append(f"{stream.repeat_fraction:.0%} c={c}: {r.error_sample}")
-    top = [k ** -ZIPF_S / cum[-1] for k in (1, 2, 3)]
+    top = [k**-ZIPF_S / cum[-1] for k in (1, 2, 3)]
     print()
-    print(table(
-        f"Part 3: hit rate on a Zipf replay (s={ZIPF_S}), non-streaming, temperature 0, max_tokens {MAX_TOKENS}",
-        ["repeats", "conc", "requests", "distinct", "theory", "X-Cache HIT", "diff", "stats rate",
-         "stats hits/lookups", "entries", "removed before", "errors", "req/s"], rows,
-        ["theory: fraction of the stream's requests whose prompt appeared earlier in the same stream, "
-         "counted from the generated stream",
-         "X-Cache HIT: responses with X-Cache: HIT / requests; stats: GET /v1/cache/stats hits and misses "
-         "after minus before the stream",
-         f"repeats pick the k-th distinct prompt seen so far with weight k^-{ZIPF_S} (over {n:,} ranks "
-         f"the top three hold {top[0]:.0%}, {top[1]:.0%}, {top[2]:.0%}); the same three streams at each "
-         "concurrency",
-         "at concurrency > 1 a repeat may arrive while its first request is still generating: single flight "
-         "answers it, and both X-Cache and the stats count it as a hit",
-         "removed before: what DELETE /v1/cache returned just before the stream (the previous stream's entries)",
-         *(f"first error: {e}" for e in errors)],
-    ))
-    summary.append(["Zipf replay: |X-Cache hit rate - theory|", "0.00%", f"{worst_gap:.2%}",
-                    "PASS" if worst_gap < 0.00005 else "MISS"])
+    print(
+        table(
+            f"Part 3: hit rate on a Zipf replay (s={ZIPF_S}), non-streaming, temperature 0, max_tokens {MAX_TOKENS}",
+            [
+                "repeats",
+                "conc",
+                "requests",
+                "distinct",
+                "theory",
+                "X-Cache HIT",
+                "diff",
+                "stats rate",
+                "stats hits/lookups",
+                "entries",
+                "removed before",
+                "errors",
+                "req/s",
+            ],
+            rows,
+            [
+                "theory: fraction of the stream's requests whose prompt appeared earlier in the same stream, "
+                "counted from the generated stream",
+                "X-Cache HIT: responses with X-Cache: HIT / requests; stats: GET /v1/cache/stats hits and misses "
+                "after minus before the stream",
+                f"repeats pick the k-th distinct prompt seen so far with weight k^-{ZIPF_S} (over {n:,} ranks "
+                f"the top three hold {top[0]:.0%}, {top[1]:.0%}, {top[2]:.0%}); the same three streams at each "
+                "concurrency",
+                "at concurrency > 1 a repeat may arrive while its first request is still generating: single flight "
+                "answers it, and both X-Cache and the stats count it as a hit",
+                "removed before: what DELETE /v1/cache returned just before the stream (the previous stream's entries)",
+                *(f"first error: {e}" for e in errors),
+            ],
+        )
+    )
+    summary.append(
+        [
+            "Zipf replay: |X-Cache hit rate - theory|",
+            "0.00%",
+            f"{worst_gap:.2%}",
+            "PASS" if worst_gap < 0.00005 else "MISS",
+        ]
+    )

@@ -46,8 +46,9 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
     counter = 0
 
     async with new_client(server.url) as client:
-        singles = [await stream_chat(client, *request_for(server.name, -10 - i, "low"), CLIENT_TIMEOUT_S)
-                   for i in range(3)]
+        singles = [
+            await stream_chat(client, *request_for(server.name, -10 - i, "low"), CLIENT_TIMEOUT_S) for i in range(3)
+        ]
         single = Stats.of([r.ttft_s for r in singles[1:] if r.ok]).p50
 
         async def worker() -> None:
@@ -84,9 +85,15 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
 def level_of(concurrency: int, sample: list[StreamResult]) -> Level:
     e2e = Stats.of([r.e2e_s for r in sample])
     rps = concurrency / e2e.mean if sample else 0.0
-    return Level(concurrency, rps, rps * sum(r.tokens for r in sample) / len(sample) if sample else 0.0,
-                 Stats.of([r.tpot_s for r in sample if r.tokens >= 2]).p50, Stats.of([r.ttft_s for r in sample]).p50,
-                 e2e.mean, len(sample))
+    return Level(
+        concurrency,
+        rps,
+        rps * sum(r.tokens for r in sample) / len(sample) if sample else 0.0,
+        Stats.of([r.tpot_s for r in sample if r.tokens >= 2]).p50,
+        Stats.of([r.ttft_s for r in sample]).p50,
+        e2e.mean,
+        len(sample),
+    )
 
 
 def c_slo(levels: list[Level], slo_tpot: float) -> float:
@@ -109,6 +116,7 @@ def c_slo(levels: list[Level], slo_tpot: float) -> float:
 
 def theil_sen(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """(intercept, slope) of the line through the points, robust to one that is off."""
-    slope = statistics.median((ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs))
-                              for j in range(i + 1, len(xs)) if xs[j] != xs[i])
+    slope = statistics.median(
+        (ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]
+    )
     return statistics.median(y - slope * x for x, y in zip(xs, ys)), slope

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 @dataclass
 class LoadResult:
     """Non-streaming requests of one closed-loop cell: latencies, X-Cache counts, CPU time."""
+
     latencies_s: list[float] = field(default_factory=list)
     cache_status: dict[str, int] = field(default_factory=dict)
     errors: int = 0
@@ -54,8 +55,16 @@ def one_connection_client(url: str, timeout_s: float = 30) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=httpx.Limits(max_connections=1))
 
 
-async def repeat_load(url: str, pid: int, body: dict[str, Any], headers: dict[str, str], concurrency: int,
-                      warmup_s: float, duration_s: float, label: str) -> LoadResult:
+async def repeat_load(
+    url: str,
+    pid: int,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    concurrency: int,
+    warmup_s: float,
+    duration_s: float,
+    label: str,
+) -> LoadResult:
     """The same non-streaming request from `concurrency` workers, back to back, for duration_s after
     warmup_s (connections opened and code paths warm, nothing recorded); X-Cache values counted."""
     import httpx
@@ -92,8 +101,11 @@ async def repeat_load(url: str, pid: int, body: dict[str, Any], headers: dict[st
         start = time.perf_counter()
         stop_at = start + duration_s
         progress = Progress(label, float(duration_s), "s")
-        rep = asyncio.create_task(_report_every(0.5, lambda: progress.update(
-            round(time.perf_counter() - start, 1), f"{len(result.latencies_s):,} req")))
+        rep = asyncio.create_task(
+            _report_every(
+                0.5, lambda: progress.update(round(time.perf_counter() - start, 1), f"{len(result.latencies_s):,} req")
+            )
+        )
         await asyncio.gather(*(worker(c) for c in clients))
         result.wall_s = time.perf_counter() - start
         server_cpu1 = process_cpu_s(pid)
@@ -117,9 +129,19 @@ def load_row(name: str, concurrency: int, r: LoadResult) -> tuple[list[object], 
     st = Stats.of([x * 1000 for x in r.latencies_s])
     rps = len(r.latencies_s) / r.wall_s if r.wall_s else 0.0
     cpu_us = r.server_cpu_s / st.n * 1e6 if r.server_cpu_s is not None and st.n else None
-    row: list[object] = [name, concurrency, f"{st.n:,}", r.errors, f"{rps:,.0f}", f"{st.p50:.2f}", f"{st.p99:.2f}",
-                         f"{st.mean:.2f}", f"{st.max:.2f}", f"{cpu_us:,.0f}" if cpu_us is not None else "-",
-                         f"{r.client_cpu_s / r.wall_s:.0%}" if r.wall_s else "-"]
+    row: list[object] = [
+        name,
+        concurrency,
+        f"{st.n:,}",
+        r.errors,
+        f"{rps:,.0f}",
+        f"{st.p50:.2f}",
+        f"{st.p99:.2f}",
+        f"{st.mean:.2f}",
+        f"{st.max:.2f}",
+        f"{cpu_us:,.0f}" if cpu_us is not None else "-",
+        f"{r.client_cpu_s / r.wall_s:.0%}" if r.wall_s else "-",
+    ]
     return row, st, cpu_us
 
 
@@ -129,6 +151,7 @@ def load_row(name: str, concurrency: int, r: LoadResult) -> tuple[list[object], 
 @dataclass
 class StreamResult:
     """What the client saw of one streamed chat completion (times are time.perf_counter values)."""
+
     sent: float = 0.0
     status: int = 0  # HTTP status; 0 when no response came
     headers: dict[str, str] = field(default_factory=dict)  # lower-case names
@@ -176,8 +199,12 @@ def _fail(result: StreamResult, kind: str, message: str) -> StreamResult:
     return result
 
 
-async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str] | None = None,
-                      timeout_s: float | None = None) -> StreamResult:
+async def stream_chat(
+    client: httpx.AsyncClient,
+    body: dict[str, Any],
+    headers: dict[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> StreamResult:
     """POST one streaming chat completion and time it. `data:` lines carry JSON chunks; lines
     starting with `:` are comments (ours sends queue notices and `dispatched queue_wait_ms=N`
     as comments while a request waits); `{"error": ...}` inside a 200 stream is a stream error."""
@@ -199,8 +226,9 @@ async def stream_chat(client: httpx.AsyncClient, body: dict[str, Any], headers: 
     return result
 
 
-async def _read_stream(client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str],
-                       result: StreamResult) -> None:
+async def _read_stream(
+    client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str], result: StreamResult
+) -> None:
     perf = time.perf_counter
     async with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as response:
         result.status = response.status_code

@@ -24,17 +24,35 @@ if TYPE_CHECKING:
 Req = tuple[dict[str, Any], dict[str, str]]  # a chat completion's body and headers
 
 LIMIT, TOKEN_MS, MAX_TOKENS = 8, 50.0, 32  # per upstream: running limit, simulator step, answer length
-QUIET = ["server.ui=false", "monitor.gpu=false", "logging.file=", "scheduler.limit.adaptive=false",
-         "scheduler.max_queue_size=100000"]
-UPSTREAM = [*QUIET, "engine.backend=sim", f"engine.sim.token_latency_ms={TOKEN_MS:g}", "engine.sim.natural_stop=false",
-            f"scheduler.max_concurrency={LIMIT}", "cache.enabled=false", "logging.level=INFO"]  # INFO: finished ids
-GATEWAY = [*QUIET, "engine.backend=openai", "engine.openai.send_priority=false", "cache.enabled=false",
-           "logging.level=WARNING"]
+QUIET = [
+    "server.ui=false",
+    "monitor.gpu=false",
+    "logging.file=",
+    "scheduler.limit.adaptive=false",
+    "scheduler.max_queue_size=100000",
+]
+UPSTREAM = [
+    *QUIET,
+    "engine.backend=sim",
+    f"engine.sim.token_latency_ms={TOKEN_MS:g}",
+    "engine.sim.natural_stop=false",
+    f"scheduler.max_concurrency={LIMIT}",
+    "cache.enabled=false",
+    "logging.level=INFO",
+]  # INFO: finished ids
+GATEWAY = [
+    *QUIET,
+    "engine.backend=openai",
+    "engine.openai.send_priority=false",
+    "cache.enabled=false",
+    "logging.level=WARNING",
+]
 
 
 @dataclass
 class Record:
     """One request as the client saw it; seconds after the run's start, nan where it never happened."""
+
     id: str
     cls: str
     sent_s: float
@@ -56,16 +74,26 @@ def upstream_process(index: int) -> ServerProcess:
 def gateway(upstreams: list[ServerProcess], extra: list[str], name: str = "gateway") -> Iterator[ServerProcess]:
     """A fresh gateway in front of `upstreams`, healthy and warmed up; always stopped."""
     urls = ",".join(f"{u.url}/v1" for u in upstreams)
-    settings = [*GATEWAY, f"engine.openai.upstreams=[{urls}]", f"engine.openai.slots_per_upstream={LIMIT}",
-                f"scheduler.max_concurrency={LIMIT * len(upstreams)}",
-                *extra]
+    settings = [
+        *GATEWAY,
+        f"engine.openai.upstreams=[{urls}]",
+        f"engine.openai.slots_per_upstream={LIMIT}",
+        f"scheduler.max_concurrency={LIMIT * len(upstreams)}",
+        *extra,
+    ]
     port = free_port()
     server = ServerProcess(name, app_argv(port, settings, venv_python()), port, log_prefix="bench-cluster")
     server.start()
     try:
         server.wait_ready(step_s=0.1)
-        asyncio.run(one_round([(server.url, request(f"warm-{name}-{i}", "high", prompt_for(-1 - i)))
-                               for i in range(2 * len(upstreams))]))
+        asyncio.run(
+            one_round(
+                [
+                    (server.url, request(f"warm-{name}-{i}", "high", prompt_for(-1 - i)))
+                    for i in range(2 * len(upstreams))
+                ]
+            )
+        )
         yield server
     finally:
         server.stop()
@@ -77,8 +105,12 @@ def redis_server() -> Iterator[int]:
     import redis
 
     port = free_port()
-    server = ServerProcess("redis", ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                     "--appendonly", "no"], port, log_prefix="bench-cluster")
+    server = ServerProcess(
+        "redis",
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        port,
+        log_prefix="bench-cluster",
+    )
     server.start()
     try:
         for _ in range(100):
@@ -97,8 +129,9 @@ def redis_server() -> Iterator[int]:
 def admitted(servers: list[ServerProcess]) -> list[float]:
     import httpx
 
-    return [metric_sum(httpx.get(s.url + "/metrics", timeout=5).text, "gptoss_requests_admitted_total")
-            for s in servers]
+    return [
+        metric_sum(httpx.get(s.url + "/metrics", timeout=5).text, "gptoss_requests_admitted_total") for s in servers
+    ]
 
 
 def shares(counts: list[float]) -> str:
@@ -111,8 +144,17 @@ def shares(counts: list[float]) -> str:
 
 def request(rid: str, cls: str, text: str | list[dict[str, str]], temperature: float = 0.7) -> Req:
     messages = [{"role": "user", "content": text}] if isinstance(text, str) else text
-    return ({"model": "sim", "messages": messages, "max_tokens": MAX_TOKENS, "temperature": temperature,
-             "stream": True, "stream_options": {"include_usage": True}}, {"X-Priority": cls, "X-Request-ID": rid})
+    return (
+        {
+            "model": "sim",
+            "messages": messages,
+            "max_tokens": MAX_TOKENS,
+            "temperature": temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        {"X-Priority": cls, "X-Request-ID": rid},
+    )
 
 
 def affinity_messages(index: int) -> tuple[str, list[dict[str, str]]]:
@@ -127,6 +169,7 @@ def affinity_messages(index: int) -> tuple[str, list[dict[str, str]]]:
 
 async def one_round(jobs: list[tuple[str, Req]]) -> list[StreamResult]:
     """Requests sent together, each (server URL, request); raises on any error."""
+
     async def one(url: str, body: dict[str, Any], headers: dict[str, str]) -> StreamResult:
         async with new_client(url) as client:
             return await stream_chat(client, body, headers, 60)
@@ -148,16 +191,23 @@ async def closed_loop(url: str, warm_s: float = 2.0, measure_s: float = 6.0) -> 
             done.append(await stream_chat(client, *request(f"cap-{w}-{len(done)}", "low", prompt_for(len(done)))))
 
     async with new_client(url) as client:
-        await asyncio.gather(timed_sleep("capacity, one upstream, closed loop", warm_s + measure_s),
-                             *(worker(client, w) for w in range(LIMIT)))
+        await asyncio.gather(
+            timed_sleep("capacity, one upstream, closed loop", warm_s + measure_s),
+            *(worker(client, w) for w in range(LIMIT)),
+        )
     level = level_of(LIMIT, [r for r in done if r.ok and r.sent >= begin])
     if not level.completed:
         raise RuntimeError(f"capacity: no answer completed ({next((r.error for r in done if r.error), 'none')})")
     return level.rps, level.e2e_mean_s
 
 
-async def open_loop(url: str, plan: list[Planned], label: str, make: Callable[[Planned], Req],
-                    during: Callable[[float], Awaitable[None]] | None = None) -> list[Record]:
+async def open_loop(
+    url: str,
+    plan: list[Planned],
+    label: str,
+    make: Callable[[Planned], Req],
+    during: Callable[[float], Awaitable[None]] | None = None,
+) -> list[Record]:
     records: list[Record] = []
     async with new_client(url) as client:
         t0 = time.perf_counter()
@@ -166,8 +216,17 @@ async def open_loop(url: str, plan: list[Planned], label: str, make: Callable[[P
         async def one(p: Planned) -> None:
             body, headers = make(p)
             r = await stream_chat(client, body, headers, CLIENT_TIMEOUT_S)
-            records.append(Record(headers["X-Request-ID"], p.cls, r.sent - t0, (r.ended or r.sent) - t0, r.ttft_s,
-                                  r.first_content is not None, r.error))
+            records.append(
+                Record(
+                    headers["X-Request-ID"],
+                    p.cls,
+                    r.sent - t0,
+                    (r.ended or r.sent) - t0,
+                    r.ttft_s,
+                    r.first_content is not None,
+                    r.error,
+                )
+            )
 
         tasks = await send_on_schedule(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
         await drain_answers(tasks, Progress(f"{label} answers", len(tasks), "req"))

@@ -43,9 +43,16 @@ HOP_TARGET = 0.9  # gateway throughput against vLLM straight, same machine
 
 def gateway_process(upstream: ServerProcess, concurrency: int) -> ServerProcess:
     port = free_port()
-    settings = ["server.ui=false", "monitor.gpu=false", "logging.file=", "cache.enabled=false", "engine.backend=openai",
-                f"engine.openai.upstreams=[{upstream.url}/v1]", "scheduler.limit.adaptive=false",
-                f"scheduler.max_concurrency={concurrency}"]
+    settings = [
+        "server.ui=false",
+        "monitor.gpu=false",
+        "logging.file=",
+        "cache.enabled=false",
+        "engine.backend=openai",
+        f"engine.openai.upstreams=[{upstream.url}/v1]",
+        "scheduler.limit.adaptive=false",
+        f"scheduler.max_concurrency={concurrency}",
+    ]
     return ServerProcess("gateway", app_argv(port, settings, venv_python()), port, log_prefix="bench-cluster-vllm")
 
 
@@ -82,6 +89,7 @@ async def abort_check(gateway: str, vllm: str, concurrency: int) -> tuple[float,
     """(vLLM's running sequences with the streams open, seconds until it ran none after they closed)."""
     leave = asyncio.Event()
     async with new_client(gateway) as client, new_client(vllm) as upstream:
+
         async def until_told(i: int, streaming: asyncio.Event) -> None:
             body, headers = request_for("ours", 900 + i, "low")
             body["max_tokens"] = 1500
@@ -127,22 +135,44 @@ def measure(args: argparse.Namespace) -> list[Table]:
     return tables(args, direct, through, counted, running_before, abort_s)
 
 
-def tables(args: argparse.Namespace, direct: Level, through: Level, counted: tuple[list[int], list[int]],
-           running_before: float, abort_s: float) -> list[Table]:
-    rows: list[list[Any]] = [[name, lv.completed, num(lv.rps), num(lv.tok_s, ".0f"), ms(lv.ttft_p50_s),
-                              num(lv.tpot_p50_s, ".3f")] for name, lv in (("vLLM straight", direct),
-                                                                           ("through the gateway", through))]
-    hop = Table(f"Closed loop at {args.concurrency}, {MODEL_NAME} on vLLM's CPU build",
-                ["path", "requests", "req/s", "tok/s", "TTFT p50 ms", "TPOT p50 s"], rows,
-                ["req/s = concurrency / mean E2E over the last three quarters of the level (Little's law)"])
+def tables(
+    args: argparse.Namespace,
+    direct: Level,
+    through: Level,
+    counted: tuple[list[int], list[int]],
+    running_before: float,
+    abort_s: float,
+) -> list[Table]:
+    rows: list[list[Any]] = [
+        [name, lv.completed, num(lv.rps), num(lv.tok_s, ".0f"), ms(lv.ttft_p50_s), num(lv.tpot_p50_s, ".3f")]
+        for name, lv in (("vLLM straight", direct), ("through the gateway", through))
+    ]
+    hop = Table(
+        f"Closed loop at {args.concurrency}, {MODEL_NAME} on vLLM's CPU build",
+        ["path", "requests", "req/s", "tok/s", "TTFT p50 ms", "TPOT p50 s"],
+        rows,
+        ["req/s = concurrency / mean E2E over the last three quarters of the level (Little's law)"],
+    )
     ratio = through.tok_s / direct.tok_s if direct.tok_s else float("nan")
-    check = Table("Targets", ["target", "goal", "measured", "result"], [
-        check_row("gateway tok/s vs vLLM straight", f">= {HOP_TARGET}x", f"{ratio:.2f}x", ratio >= HOP_TARGET),
-        check_row("prompt tokens through the gateway", "= vLLM's own count", f"{counted[0]} vs {counted[1]}",
-                  counted[0] == counted[1]),
-        check_row("closed streams aborted in vLLM", "running falls to 0",
-                  f"{running_before:.0f} running -> 0 in {abort_s:.1f} s", running_before >= 1 and abort_s < 30),
-    ])
+    check = Table(
+        "Targets",
+        ["target", "goal", "measured", "result"],
+        [
+            check_row("gateway tok/s vs vLLM straight", f">= {HOP_TARGET}x", f"{ratio:.2f}x", ratio >= HOP_TARGET),
+            check_row(
+                "prompt tokens through the gateway",
+                "= vLLM's own count",
+                f"{counted[0]} vs {counted[1]}",
+                counted[0] == counted[1],
+            ),
+            check_row(
+                "closed streams aborted in vLLM",
+                "running falls to 0",
+                f"{running_before:.0f} running -> 0 in {abort_s:.1f} s",
+                running_before >= 1 and abort_s < 30,
+            ),
+        ],
+    )
     return [hop, check]
 
 
@@ -163,11 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     for t in result:
         print("\n" + t.text())
     if args.markdown:
-        head = (f"{SECTION}\n\nOne vLLM server (`--scheduling-policy priority`, the bundled model, CPU build) behind "
-                "one gateway on the same 2-core machine: what the hop costs and whether token counts, priority and "
-                "aborts hold against vLLM itself (the docstring has the details). Run with "
-                "`.venv/bin/python bench/cluster_vllm.py --markdown docs/BENCHMARKS.md`.\n\n"
-                f"Run: commit {git_head()}, {args.duration:g} s per path, {run_s:.0f} s.\n")
+        head = (
+            f"{SECTION}\n\nOne vLLM server (`--scheduling-policy priority`, the bundled model, CPU build) behind "
+            "one gateway on the same 2-core machine: what the hop costs and whether token counts, priority and "
+            "aborts hold against vLLM itself (the docstring has the details). Run with "
+            "`.venv/bin/python bench/cluster_vllm.py --markdown docs/BENCHMARKS.md`.\n\n"
+            f"Run: commit {git_head()}, {args.duration:g} s per path, {run_s:.0f} s.\n"
+        )
         write_section(Path(args.markdown), SECTION, "\n".join([head, *(t.markdown() for t in result)]))
     return 0
 

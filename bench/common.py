@@ -91,10 +91,16 @@ class Progress:
         counts = "{n:.1f}/{total:.1f}" if is_float else "{n_fmt}/{total_fmt} "
         self._interval = 0.2 if sys.stderr.isatty() else 15.0
         self._drawn = 0.0
-        self._bar = tqdm(total=total or None, desc=f"  [{label}]", unit=unit or "it", file=sys.stderr, leave=True,
-                         mininterval=self._interval, dynamic_ncols=True,
-                         bar_format="{desc} {percentage:3.0f}%|{bar:20}| " + counts + unit
-                         + " [{elapsed}<{remaining}]{postfix}")
+        self._bar = tqdm(
+            total=total or None,
+            desc=f"  [{label}]",
+            unit=unit or "it",
+            file=sys.stderr,
+            leave=True,
+            mininterval=self._interval,
+            dynamic_ncols=True,
+            bar_format="{desc} {percentage:3.0f}%|{bar:20}| " + counts + unit + " [{elapsed}<{remaining}]{postfix}",
+        )
         self._start = time.monotonic()
 
     def update(self, done: float, extra: str = "") -> None:
@@ -149,8 +155,10 @@ def table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]], 
 def git_head() -> str:
     """The commit measured, marked when the work tree has changes: numbers belong to code."""
     try:
-        head, dirty = (subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=5).stdout.strip()
-                       for cmd in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"]))
+        head, dirty = (
+            subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=5).stdout.strip()
+            for cmd in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (head or "unknown") + ("+changes" if dirty else "")
@@ -194,4 +202,3 @@ class Stats:
         if not s:
             return cls(0, float("nan"), float("nan"), float("nan"), float("nan"))
         return cls(len(s), percentile(s, 50), percentile(s, 99), sum(s) / len(s), s[-1])
-

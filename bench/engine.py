@@ -90,12 +90,32 @@ MIN_AVAILABLE_GIB = 7.0  # two servers at ~2.5 GB each, plus room
 
 OURS_SETTINGS = ["logging.file=", "logging.level=WARNING", "scheduler.max_concurrency=32", "engine.backend=vllm"]
 LLAMACPP_SLOTS, LLAMACPP_KV = 8, 16384
-OURS_LLAMACPP = ["logging.file=", "logging.level=WARNING", "engine.backend=llamacpp",
-                 f"engine.llamacpp.n_parallel={LLAMACPP_SLOTS}", f"engine.llamacpp.kv_tokens={LLAMACPP_KV}",
-                 f"scheduler.max_concurrency={LLAMACPP_SLOTS}"]
-VLLM_ARGS = ["--model", MODEL_DIR, "--served-model-name", MODEL_NAME, "--host", "127.0.0.1",
-             "--max-model-len", "2048", "--enforce-eager", "--kv-cache-memory-bytes", "268435456",
-             "--enable-prefix-caching", "--scheduling-policy", "priority", "--max-num-seqs", "32"]
+OURS_LLAMACPP = [
+    "logging.file=",
+    "logging.level=WARNING",
+    "engine.backend=llamacpp",
+    f"engine.llamacpp.n_parallel={LLAMACPP_SLOTS}",
+    f"engine.llamacpp.kv_tokens={LLAMACPP_KV}",
+    f"scheduler.max_concurrency={LLAMACPP_SLOTS}",
+]
+VLLM_ARGS = [
+    "--model",
+    MODEL_DIR,
+    "--served-model-name",
+    MODEL_NAME,
+    "--host",
+    "127.0.0.1",
+    "--max-model-len",
+    "2048",
+    "--enforce-eager",
+    "--kv-cache-memory-bytes",
+    "268435456",
+    "--enable-prefix-caching",
+    "--scheduling-policy",
+    "priority",
+    "--max-num-seqs",
+    "32",
+]
 
 
 # ----------------------------------------------------------------------------- processes
@@ -107,15 +127,44 @@ def make_servers(engine: str, ours_extra: Sequence[str] = ()) -> list[ServerProc
     ours_port, peer_port = free_port(), free_port()
     if engine == "llamacpp":
         settings = OURS_LLAMACPP
-        peer = ServerProcess("llama.cpp", [py, "bench/llamacpp_server.py", "--port", str(peer_port), "--slots",
-                                           str(LLAMACPP_SLOTS), "--kv-tokens", str(LLAMACPP_KV)], peer_port, "/health",
-                             OFFLINE_ENV, log_prefix="bench-engine")
+        peer = ServerProcess(
+            "llama.cpp",
+            [
+                py,
+                "bench/llamacpp_server.py",
+                "--port",
+                str(peer_port),
+                "--slots",
+                str(LLAMACPP_SLOTS),
+                "--kv-tokens",
+                str(LLAMACPP_KV),
+            ],
+            peer_port,
+            "/health",
+            OFFLINE_ENV,
+            log_prefix="bench-engine",
+        )
     else:
         settings = OURS_SETTINGS
-        peer = ServerProcess("vllm", [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port",
-                                      str(peer_port)], peer_port, "/health", OFFLINE_ENV, log_prefix="bench-engine")
-    return [ServerProcess("ours", app_argv(ours_port, [*settings, *ours_extra], py), ours_port, "/healthz",
-                          OFFLINE_ENV, log_prefix="bench-engine"), peer]
+        peer = ServerProcess(
+            "vllm",
+            [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port", str(peer_port)],
+            peer_port,
+            "/health",
+            OFFLINE_ENV,
+            log_prefix="bench-engine",
+        )
+    return [
+        ServerProcess(
+            "ours",
+            app_argv(ours_port, [*settings, *ours_extra], py),
+            ours_port,
+            "/healthz",
+            OFFLINE_ENV,
+            log_prefix="bench-engine",
+        ),
+        peer,
+    ]
 
 
 def start_all(servers: Sequence[ServerProcess]) -> None:
@@ -161,15 +210,23 @@ async def stream_one(client: httpx.AsyncClient, body: dict) -> StreamResult:
     return result
 
 
-async def run_cell(server: ServerProcess, other: ServerProcess, concurrency: int, per_worker: int,
-                   round_index: int, max_tokens: int = MAX_TOKENS) -> Cell:
+async def run_cell(
+    server: ServerProcess,
+    other: ServerProcess,
+    concurrency: int,
+    per_worker: int,
+    round_index: int,
+    max_tokens: int = MAX_TOKENS,
+) -> Cell:
     cell = Cell(server.name, concurrency, round_index)
     # One client (one keep-alive connection) per worker, as in bench/scheduler.py.
     clients = [one_connection_client(server.url, timeout_s=300) for _ in range(concurrency)]
 
     async def worker(w: int, client: httpx.AsyncClient) -> list[StreamResult]:
-        return [await stream_one(client, request_body(w * per_worker + k, round_index, concurrency, max_tokens))
-                for k in range(per_worker)]
+        return [
+            await stream_one(client, request_body(w * per_worker + k, round_index, concurrency, max_tokens))
+            for k in range(per_worker)
+        ]
 
     async with contextlib.AsyncExitStack() as stack:
         for client in clients:
@@ -186,8 +243,9 @@ async def run_cell(server: ServerProcess, other: ServerProcess, concurrency: int
     cell.samples = [s for r in results for s in r]
     cell.front_cpu_s, cell.engine_cpu_s = front1 - front0, engine1 - engine0
     cell.idle_cpu_s, cell.client_cpu_s = idle1 - idle0, client1 - client0
-    cell.foreign_cpu_s = max(0.0, (busy1 - busy0) - cell.front_cpu_s - cell.engine_cpu_s - cell.idle_cpu_s
-                             - cell.client_cpu_s)
+    cell.foreign_cpu_s = max(
+        0.0, (busy1 - busy0) - cell.front_cpu_s - cell.engine_cpu_s - cell.idle_cpu_s - cell.client_cpu_s
+    )
     return cell
 
 
@@ -234,11 +292,13 @@ async def measure(servers: Sequence[ServerProcess], plan: Plan) -> list[Cell]:
                 cells.append(cell)
                 ttft = Stats.of([s.ttft_s * 1000 for s in cell.ok])
                 errors = len(cell.samples) - len(cell.ok)
-                note(f"  [{len(cells):2d}/{total}] round {r + 1}/{plan.rounds} c={c} {server.name:<4}  "
-                     f"{len(cell.ok):3d} req {cell.tokens:5d} tok {cell.tok_per_s:6.1f} tok/s  "
-                     f"ttft p50 {ttft.p50:6.1f} ms  {cell.wall_s:5.1f}s"
-                     + (f"  ERRORS {errors}" if errors else "")
-                     + (f"  (elapsed {time.monotonic() - started:.0f}s)" if len(cells) % 6 == 0 else ""))
+                note(
+                    f"  [{len(cells):2d}/{total}] round {r + 1}/{plan.rounds} c={c} {server.name:<4}  "
+                    f"{len(cell.ok):3d} req {cell.tokens:5d} tok {cell.tok_per_s:6.1f} tok/s  "
+                    f"ttft p50 {ttft.p50:6.1f} ms  {cell.wall_s:5.1f}s"
+                    + (f"  ERRORS {errors}" if errors else "")
+                    + (f"  (elapsed {time.monotonic() - started:.0f}s)" if len(cells) % 6 == 0 else "")
+                )
     return cells
 
 
@@ -249,10 +309,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/engine.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer requests: about 3 minutes including start-up")
     p.add_argument("--rounds", type=int, help="alternating rounds per cell (default 3 with --quick, else 6)")
-    p.add_argument("--engine", choices=("vllm", "llamacpp"), default="vllm",
-                   help="the engine under both servers (default vllm: ours against vLLM's own server)")
-    p.add_argument("--ours-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra --set for our server, e.g. server.ui=false (repeatable; for A/B diagnosis)")
+    p.add_argument(
+        "--engine",
+        choices=("vllm", "llamacpp"),
+        default="vllm",
+        help="the engine under both servers (default vllm: ours against vLLM's own server)",
+    )
+    p.add_argument(
+        "--ours-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra --set for our server, e.g. server.ui=false (repeatable; for A/B diagnosis)",
+    )
     return p.parse_args(argv)
 
 
@@ -274,12 +343,17 @@ def main(argv: list[str] | None = None) -> int:
 
     engine_version = version_of(args.engine)
     load_before = os.getloadavg()[0]
-    print(f"bench/engine.py  mode={'quick' if args.quick else 'full'}  commit {git_head()}  python "
-          f"{platform.python_version()}  {args.engine} {engine_version}  httpx {httpx.__version__}  "
-          f"cpus={os.cpu_count()}  {platform.machine()}", flush=True)
+    print(
+        f"bench/engine.py  mode={'quick' if args.quick else 'full'}  commit {git_head()}  python "
+        f"{platform.python_version()}  {args.engine} {engine_version}  httpx {httpx.__version__}  "
+        f"cpus={os.cpu_count()}  {platform.machine()}",
+        flush=True,
+    )
     if available_gib() < MIN_AVAILABLE_GIB:
-        print(f"error: {available_gib():.1f} GiB of memory available; both servers need about "
-              f"{MIN_AVAILABLE_GIB:g} GiB", file=sys.stderr)
+        print(
+            f"error: {available_gib():.1f} GiB of memory available; both servers need about {MIN_AVAILABLE_GIB:g} GiB",
+            file=sys.stderr,
+        )
         return 1
     if load_before > 0.5:
         note(f"warning: load average is {load_before:.2f} before starting; other work will distort the numbers")
@@ -298,8 +372,15 @@ def main(argv: list[str] | None = None) -> int:
             s.interrupt()
         for s in servers:
             s.stop()
-    report(cells, plan, servers, started, load_before,
-           OURS_LLAMACPP if args.engine == "llamacpp" else OURS_SETTINGS, args.ours_set)
+    report(
+        cells,
+        plan,
+        servers,
+        started,
+        load_before,
+        OURS_LLAMACPP if args.engine == "llamacpp" else OURS_SETTINGS,
+        args.ours_set,
+    )
     return 0
 
 

@@ -76,11 +76,19 @@ def capacity_table(mode: Mode, rps: float, e2e_s: float) -> Table:
         from settings.schema import SimConfig
 
         step_s = SIM_TOKEN_MS / 1000 * (1 + SimConfig().batch_slowdown * (SIM_LIMIT - 1))
-        rows.append([f"computed: {SIM_LIMIT} running / ({MAX_TOKENS} tokens x {step_s * 1000:.1f} ms)",
-                     f"{SIM_LIMIT / (MAX_TOKENS * step_s):.2f}", ms(MAX_TOKENS * step_s)])
-    return Table(f"Capacity C, A alone ({mode.name}, {mode.workers} closed-loop workers)",
-                 ["", "req/s", "end-to-end mean ms"], rows,
-                 ["computed leaves out prefill and HTTP"] if mode is SIM else [])
+        rows.append(
+            [
+                f"computed: {SIM_LIMIT} running / ({MAX_TOKENS} tokens x {step_s * 1000:.1f} ms)",
+                f"{SIM_LIMIT / (MAX_TOKENS * step_s):.2f}",
+                ms(MAX_TOKENS * step_s),
+            ]
+        )
+    return Table(
+        f"Capacity C, A alone ({mode.name}, {mode.workers} closed-loop workers)",
+        ["", "req/s", "end-to-end mean ms"],
+        rows,
+        ["computed leaves out prefill and HTTP"] if mode is SIM else [],
+    )
 
 
 def refusals(s: Side) -> str:
@@ -92,18 +100,28 @@ def scenario_table(sides: dict[str, dict[str, Side]], capacity: float) -> Table:
     rows: list[list[object]] = []
     for caller, who in ((B, "B"), (A, "A")):
         got = [by_caller[caller] for by_caller in sides.values()]
-        rows += [[f"{who} sent", *(s.sent for s in got)],
-                 [f"{who} completed (200, full answer)", *(f"{s.completed} ({num(100 * s.completed / s.sent, '.0f')} %)"
-                                                           if s.sent else "0" for s in got)],
-                 [f"{who} refused, 429", *(refusals(s) for s in got)],
-                 [f"{who} failed otherwise", *(s.failed for s in got)],
-                 [f"{who} TTFT p50 / p99 ms", *(f"{ms(s.ttft.p50)} / {ms(s.ttft.p99)}" for s in got)],
-                 [f"{who} first to last token p50 ms", *(ms(s.decode.p50) for s in got)],
-                 [f"{who} completed req/s, tok/s", *(f"{num(s.rps)}, {num(s.tok_s, '.0f')}" for s in got)]]
+        rows += [
+            [f"{who} sent", *(s.sent for s in got)],
+            [
+                f"{who} completed (200, full answer)",
+                *(f"{s.completed} ({num(100 * s.completed / s.sent, '.0f')} %)" if s.sent else "0" for s in got),
+            ],
+            [f"{who} refused, 429", *(refusals(s) for s in got)],
+            [f"{who} failed otherwise", *(s.failed for s in got)],
+            [f"{who} TTFT p50 / p99 ms", *(f"{ms(s.ttft.p50)} / {ms(s.ttft.p99)}" for s in got)],
+            [f"{who} first to last token p50 ms", *(ms(s.decode.p50) for s in got)],
+            [f"{who} completed req/s, tok/s", *(f"{num(s.rps)}, {num(s.tok_s, '.0f')}" for s in got)],
+        ]
     rows.append(["total completed req/s", *(num(d[A].rps + d[B].rps) for d in sides.values())])
-    return Table(f"A at {A_LOAD:g} x C and B at {B_LOAD:g} x C (C = {capacity:.2f} req/s), same class",
-                 ["", *sides], rows, ["req/s and tok/s: answers finished within the sending window, over its length",
-                                      "refused: HTTP 429 at the door, before a stream opened, by reason"])
+    return Table(
+        f"A at {A_LOAD:g} x C and B at {B_LOAD:g} x C (C = {capacity:.2f} req/s), same class",
+        ["", *sides],
+        rows,
+        [
+            "req/s and tok/s: answers finished within the sending window, over its length",
+            "refused: HTTP 429 at the door, before a stream opened, by reason",
+        ],
+    )
 
 
 def targets_table(sides: dict[str, dict[str, Side]]) -> tuple[Table, bool]:
@@ -111,33 +129,56 @@ def targets_table(sides: dict[str, dict[str, Side]]) -> tuple[Table, bool]:
     service, total = alone.e2e.p50, {n: d[A].rps + d[B].rps for n, d in sides.items()}
     limit = 1.5 * alone.ttft.p99 + service
     ratio = total["fair share on"] / total["fair share off"] if total["fair share off"] else float("nan")
-    checks = [("B TTFT p99, fair share on", f"<= 1.5 x {ms(alone.ttft.p99)} + {ms(service)} = {ms(limit)} ms",
-               f"{ms(on.ttft.p99)} ms (off: {ms(off.ttft.p99)})", on.ttft.p99 <= limit),
-              ("B completed, fair share on", "100 %", f"{on.completed} of {on.sent} (off: {off.completed} of "
-               f"{off.sent})", on.sent > 0 and on.completed == on.sent),
-              ("total req/s, fair share on / off", ">= 0.95", f"{num(total['fair share on'])} / "
-               f"{num(total['fair share off'])} = {num(ratio, '.3f')}", ratio >= 0.95)]
-    return Table("Targets", ["target", "goal", "measured", "result"], [check_row(*c) for c in checks],
-                 ["service time: B alone's median end-to-end (a batch of one; under load each token takes longer)"]
-                 ), all(c[3] for c in checks)
+    checks = [
+        (
+            "B TTFT p99, fair share on",
+            f"<= 1.5 x {ms(alone.ttft.p99)} + {ms(service)} = {ms(limit)} ms",
+            f"{ms(on.ttft.p99)} ms (off: {ms(off.ttft.p99)})",
+            on.ttft.p99 <= limit,
+        ),
+        (
+            "B completed, fair share on",
+            "100 %",
+            f"{on.completed} of {on.sent} (off: {off.completed} of {off.sent})",
+            on.sent > 0 and on.completed == on.sent,
+        ),
+        (
+            "total req/s, fair share on / off",
+            ">= 0.95",
+            f"{num(total['fair share on'])} / {num(total['fair share off'])} = {num(ratio, '.3f')}",
+            ratio >= 0.95,
+        ),
+    ]
+    return Table(
+        "Targets",
+        ["target", "goal", "measured", "result"],
+        [check_row(*c) for c in checks],
+        ["service time: B alone's median end-to-end (a batch of one; under load each token takes longer)"],
+    ), all(c[3] for c in checks)
 
 
 def write_markdown(path: Path, meta: dict[str, Any], tables: list[Table]) -> None:
     """Rewrite the Fair share section, from its heading to the next `## ` heading, or append it."""
-    head = (f"{SECTION}\n\n`bench/fairness.py`: user A (key alice) floods at {A_LOAD:g} x capacity while user B (key "
-            f"bob) sends at {B_LOAD:g} x, same class (medium); B alone first, then both with fair share on and off, "
-            "each against a fresh server (its docstring has the details). Run with `.venv/bin/python "
-            "bench/fairness.py --markdown docs/BENCHMARKS.md` (`--real` for vLLM).\n\n"
-            f"Run: {meta['mode']}, commit {meta['commit']}, seed {meta['seed']}, {meta['duration_s']:g} s of sending "
-            f"per scenario, extra settings: {' '.join(meta['extra_settings']) or 'none'}, {meta['run_s']:.0f} s.\n")
+    head = (
+        f"{SECTION}\n\n`bench/fairness.py`: user A (key alice) floods at {A_LOAD:g} x capacity while user B (key "
+        f"bob) sends at {B_LOAD:g} x, same class (medium); B alone first, then both with fair share on and off, "
+        "each against a fresh server (its docstring has the details). Run with `.venv/bin/python "
+        "bench/fairness.py --markdown docs/BENCHMARKS.md` (`--real` for vLLM).\n\n"
+        f"Run: {meta['mode']}, commit {meta['commit']}, seed {meta['seed']}, {meta['duration_s']:g} s of sending "
+        f"per scenario, extra settings: {' '.join(meta['extra_settings']) or 'none'}, {meta['run_s']:.0f} s.\n"
+    )
     write_section(path, SECTION, "\n".join([head, *(t.markdown() for t in tables)]))
 
 
-def as_json(meta: dict[str, Any], capacity: float, sides: dict[str, dict[str, Side]],
-            runs: dict[str, list[Record]]) -> dict[str, Any]:
-    return {"meta": meta, "capacity_rps": capacity,
-            "sides": {n: {c: asdict(s) for c, s in d.items()} for n, d in sides.items()},
-            "records": {n: [asdict(r) for r in recs] for n, recs in runs.items()}}
+def as_json(
+    meta: dict[str, Any], capacity: float, sides: dict[str, dict[str, Side]], runs: dict[str, list[Record]]
+) -> dict[str, Any]:
+    return {
+        "meta": meta,
+        "capacity_rps": capacity,
+        "sides": {n: {c: asdict(s) for c, s in d.items()} for n, d in sides.items()},
+        "records": {n: [asdict(r) for r in recs] for n, recs in runs.items()},
+    }
 
 
 # ----------------------------------------------------------------------------- main
@@ -148,8 +189,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--real", action="store_true", help="the vLLM engine with the bundled model (slow)")
     p.add_argument("--duration", type=float, help="seconds of sending per scenario (default 30, --real 120)")
     p.add_argument("--seed", type=int, default=1, help="seed of the arrival sequences (default 1)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="extra",
-                   help="a setting for every server, passed to app.py as --set (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="extra",
+        help="a setting for every server, passed to app.py as --set (repeatable)",
+    )
     p.add_argument("--json", metavar="PATH", help="write every request record and the summaries as JSON")
     p.add_argument("--markdown", metavar="PATH", help="rewrite the '## Fair share' section of this file")
     args = p.parse_args(argv)
@@ -181,8 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     stop_on_sigterm()
     started = time.monotonic()
-    meta: dict[str, Any] = {"mode": args.mode.name, "commit": git_head(), "seed": args.seed,
-                            "duration_s": args.duration, "extra_settings": args.extra}
+    meta: dict[str, Any] = {
+        "mode": args.mode.name,
+        "commit": git_head(),
+        "seed": args.seed,
+        "duration_s": args.duration,
+        "extra_settings": args.extra,
+    }
     print("bench/fairness.py  " + "  ".join(f"{k}={v}" for k, v in meta.items()), flush=True)
     try:
         capacity, e2e_s, runs = measure(args)

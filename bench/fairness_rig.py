@@ -28,10 +28,19 @@ A, B = KEYS  # A floods, B is light
 A_LOAD, B_LOAD = 3.0, 0.1  # x capacity
 MAX_TOKENS, TEMPERATURE = 64, 0.7
 SIM_LIMIT, SIM_TOKEN_MS = 8, 10.0
-BASE_SETTINGS = ["logging.file=", "logging.level=WARNING", "server.ui=false",
-                 "server.keys=[" + ", ".join(f"{{name: {n}, key: {k}, class: medium}}" for n, k in KEYS.items()) + "]"]
-SIM_SETTINGS = ["engine.backend=sim", f"engine.sim.token_latency_ms={SIM_TOKEN_MS:g}", "engine.sim.natural_stop=false",
-                "scheduler.limit.adaptive=false", f"scheduler.max_concurrency={SIM_LIMIT}"]
+BASE_SETTINGS = [
+    "logging.file=",
+    "logging.level=WARNING",
+    "server.ui=false",
+    "server.keys=[" + ", ".join(f"{{name: {n}, key: {k}, class: medium}}" for n, k in KEYS.items()) + "]",
+]
+SIM_SETTINGS = [
+    "engine.backend=sim",
+    f"engine.sim.token_latency_ms={SIM_TOKEN_MS:g}",
+    "engine.sim.natural_stop=false",
+    "scheduler.limit.adaptive=false",
+    f"scheduler.max_concurrency={SIM_LIMIT}",
+]
 
 
 @dataclass
@@ -51,6 +60,7 @@ REAL = Mode("vLLM", MODEL_NAME, [], 120.0, 32, 40.0)
 @dataclass
 class Record:
     """One request as the client saw it; seconds, nan (null in JSON) where it never happened."""
+
     caller: str
     planned_s: float
     status: int
@@ -68,6 +78,7 @@ class Record:
 @dataclass
 class Side:
     """One caller in one scenario."""
+
     sent: int
     completed: int
     refused: dict[str, int]  # 429s by reason
@@ -84,9 +95,15 @@ class Side:
 
 
 def request(mode: Mode, caller: str, index: int) -> tuple[dict[str, Any], dict[str, str]]:
-    body = {"model": mode.model, "messages": [{"role": "user", "content": prompt_for(index)}], "cache": False,
-            "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": mode.model,
+        "messages": [{"role": "user", "content": prompt_for(index)}],
+        "cache": False,
+        "max_tokens": MAX_TOKENS,
+        "temperature": TEMPERATURE,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     return body, {"Authorization": f"Bearer {KEYS[caller]}", **NO_STORE}
 
 
@@ -105,8 +122,9 @@ def serving(mode: Mode, fair: bool, extra: list[str], label: str) -> Iterator[Se
     """A fresh server, healthy and warmed up; always stopped."""
     settings = [*BASE_SETTINGS, *mode.settings, f"scheduler.fair_share.enabled={str(fair).lower()}", *extra]
     port = free_port()
-    server = ServerProcess(label, app_argv(port, settings, venv_python()), port, "/healthz", OFFLINE_ENV,
-                           log_prefix="bench-fairness")
+    server = ServerProcess(
+        label, app_argv(port, settings, venv_python()), port, "/healthz", OFFLINE_ENV, log_prefix="bench-fairness"
+    )
     note(f"starting our server ({mode.name}, fair share {'on' if fair else 'off'}) on :{port} ...")
     server.start()
     try:
@@ -120,8 +138,9 @@ def serving(mode: Mode, fair: bool, extra: list[str], label: str) -> Iterator[Se
 async def warm_up(server: ServerProcess, mode: Mode) -> None:
     """Two requests per key together, not recorded: lazy paths, and the door's drain estimate."""
     async with new_client(server.url) as client:
-        results = await asyncio.gather(*(stream_chat(client, *request(mode, c, -1 - i), 120)
-                                         for c in KEYS for i in range(2)))
+        results = await asyncio.gather(
+            *(stream_chat(client, *request(mode, c, -1 - i), 120) for c in KEYS for i in range(2))
+        )
     if failed := [r.error for r in results if r.error]:
         raise RuntimeError(f"warm-up failed: {failed[0]}")
 
@@ -159,8 +178,9 @@ async def open_loop(server: ServerProcess, mode: Mode, label: str, plan: list[Pl
 
         async def one(p: Planned) -> None:
             r = await stream_chat(client, *request(mode, p.cls, p.index), CLIENT_TIMEOUT_S)
-            records.append(Record(p.cls, p.at_s, r.status, r.error, r.ttft_s, r.e2e_s, r.decode_s,
-                                  (r.ended or t0) - t0, r.tokens))
+            records.append(
+                Record(p.cls, p.at_s, r.status, r.error, r.ttft_s, r.e2e_s, r.decode_s, (r.ended or t0) - t0, r.tokens)
+            )
 
         tasks = await send_on_schedule(plan, t0, one, Progress(f"{label} sending", len(plan), "req"))
         await drain_answers(tasks, Progress(f"{label} answers", len(tasks), "req"))
@@ -175,7 +195,13 @@ def side(records: list[Record], caller: str, duration_s: float) -> Side:
     for r in (r for r in mine if r.status == 429):
         refused[r.refusal()] = refused.get(r.refusal(), 0) + 1
     failed = [r for r in mine if r.error and r.status != 429]
-    return Side(len(mine), len(ok), refused, len(failed), *(Stats.of([getattr(r, f) for r in ok])
-                                                           for f in ("ttft_s", "decode_s", "e2e_s")),
-                len(in_window) / duration_s, sum(r.tokens for r in in_window) / duration_s,
-                [f"{r.status} {r.error}" for r in failed[:3]])
+    return Side(
+        len(mine),
+        len(ok),
+        refused,
+        len(failed),
+        *(Stats.of([getattr(r, f) for r in ok]) for f in ("ttft_s", "decode_s", "e2e_s")),
+        len(in_window) / duration_s,
+        sum(r.tokens for r in in_window) / duration_s,
+        [f"{r.status} {r.error}" for r in failed[:3]],
+    )

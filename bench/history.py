@@ -44,8 +44,15 @@ TARGET_S = 0.300
 KEY = "sk-alice-bench-0001"
 ANSWER = ("A priority queue keeps its items in a heap so that the most urgent one is always at the top. " * 9)[:800]
 REASONING = ("The user wants the idea, not the code; start from the heap property. " * 6)[:400]
-DETAILS = {"caller": "alice", "class": "medium", "wait_s": 0.1, "tokens": 180, "tokens_per_s": 41.5,
-           "cached": False, "finish_reason": "stop"}
+DETAILS = {
+    "caller": "alice",
+    "class": "medium",
+    "wait_s": 0.1,
+    "tokens": 180,
+    "tokens_per_s": 41.5,
+    "cached": False,
+    "finish_reason": "stop",
+}
 
 
 async def fill(path: Path, conversations: int, long_messages: int) -> str:
@@ -55,9 +62,12 @@ async def fill(path: Path, conversations: int, long_messages: int) -> str:
     for owner in ("key:alice", "key:other"):
         for i in range(conversations):
             n = long_messages if owner == "key:alice" and i == conversations // 2 else 4
-            messages = [StoredMessage("user", f"question {j} of chat {i}: how do heaps order work?")
-                        if j % 2 == 0 else StoredMessage("assistant", ANSWER, REASONING, DETAILS, "done")
-                        for j in range(n)]
+            messages = [
+                StoredMessage("user", f"question {j} of chat {i}: how do heaps order work?")
+                if j % 2 == 0
+                else StoredMessage("assistant", ANSWER, REASONING, DETAILS, "done")
+                for j in range(n)
+            ]
             cid = await store.import_conversation(owner, f"chat {i} about queues", {"system_prompt": ""}, messages)
             if n == long_messages:
                 long_id = cid
@@ -98,10 +108,28 @@ def through_the_page(path: Path, long_id: str, rounds: int) -> dict[str, list[fl
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     folder = path.parent
-    args = [sys.executable, "app.py", "--port", str(port), "--set", "engine.backend=sim", "--set", "server.ui=true",
-            "--set", "cache.enabled=false", "--set", "logging.file=", "--set", "monitor.gpu=false",
-            "--set", f"responses.path={folder}/responses.sqlite3", "--set", f"ui.history.path={path}",
-            "--set", f"server.keys=[{{name: alice, key: {KEY}}}]"]
+    args = [
+        sys.executable,
+        "app.py",
+        "--port",
+        str(port),
+        "--set",
+        "engine.backend=sim",
+        "--set",
+        "server.ui=true",
+        "--set",
+        "cache.enabled=false",
+        "--set",
+        "logging.file=",
+        "--set",
+        "monitor.gpu=false",
+        "--set",
+        f"responses.path={folder}/responses.sqlite3",
+        "--set",
+        f"ui.history.path={path}",
+        "--set",
+        f"server.keys=[{{name: alice, key: {KEY}}}]",
+    ]
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -116,10 +144,14 @@ def through_the_page(path: Path, long_id: str, rounds: int) -> dict[str, list[fl
                 raise RuntimeError("the server did not start")
             time.sleep(0.1)
         signed = httpx.post(url + "/signin", data={"key": KEY}, follow_redirects=False, timeout=10)
-        client = Client(url + "/", headers={"Cookie": f"gptoss_session={signed.cookies['gptoss_session']}"},
-                        verbose=False)
-        out: dict[str, list[float]] = {"a no-op event (Gradio's own cost)": [], "list 1,000": [],
-                                       "open 200 messages": []}
+        client = Client(
+            url + "/", headers={"Cookie": f"gptoss_session={signed.cookies['gptoss_session']}"}, verbose=False
+        )
+        out: dict[str, list[float]] = {
+            "a no-op event (Gradio's own cost)": [],
+            "list 1,000": [],
+            "open 200 messages": [],
+        }
         for _ in range(rounds):
             started = time.perf_counter()
             client.predict(api_name="/history_ask")
@@ -144,8 +176,10 @@ def report(title: str, results: dict[str, list[float]]) -> bool:
         p50, p95, top = summary(samples)
         passed = p95 < TARGET_S
         ok &= passed
-        print(f"| {name} | {1000 * p50:.1f} | {1000 * p95:.1f} | {1000 * top:.1f} | < 300 ms | "
-              f"{'PASS' if passed else 'MISS'} |")
+        print(
+            f"| {name} | {1000 * p50:.1f} | {1000 * p95:.1f} | {1000 * top:.1f} | < 300 ms | "
+            f"{'PASS' if passed else 'MISS'} |"
+        )
     return ok
 
 
@@ -161,10 +195,13 @@ def main() -> int:
         path = Path(folder) / "conversations.sqlite3"
         started = time.perf_counter()
         long_id = asyncio.run(fill(path, args.conversations, args.messages))
-        size = path.stat().st_size + (Path(str(path) + "-wal").stat().st_size if Path(str(path) + "-wal").exists()
-                                      else 0)
-        print(f"filled {2 * args.conversations} conversations in {time.perf_counter() - started:.1f} s, "
-              f"{size / 1e6:.1f} MB")
+        size = path.stat().st_size + (
+            Path(str(path) + "-wal").stat().st_size if Path(str(path) + "-wal").exists() else 0
+        )
+        print(
+            f"filled {2 * args.conversations} conversations in {time.perf_counter() - started:.1f} s, "
+            f"{size / 1e6:.1f} MB"
+        )
         ok = report("server side (in process)", asyncio.run(in_process(path, long_id, rounds, args.conversations)))
         ok &= report("through the page (gradio_client over loopback)", through_the_page(path, long_id, rounds))
     print("\nPASS" if ok else "\nMISS")

@@ -100,18 +100,49 @@ QUICK = Mode((8, 16, 32), 4.0, (1.0, 1.5), 20.0, 3.0)
 def server_process(name: str, engine: str, kv_bytes: int, ours_set: list[str]) -> ServerProcess:
     py, port = venv_python(), free_port()
     if name == "ours":
-        engine_settings = ([f"engine.backend={engine}", f"engine.llamacpp.n_parallel={LLAMACPP_SLOTS}",
-                            f"engine.llamacpp.kv_tokens={LLAMACPP_KV}"] if engine == "llamacpp" else
-                           ["engine.backend=vllm", f"engine.vllm.kv_cache_memory_bytes={kv_bytes}"])
+        engine_settings = (
+            [
+                f"engine.backend={engine}",
+                f"engine.llamacpp.n_parallel={LLAMACPP_SLOTS}",
+                f"engine.llamacpp.kv_tokens={LLAMACPP_KV}",
+            ]
+            if engine == "llamacpp"
+            else ["engine.backend=vllm", f"engine.vllm.kv_cache_memory_bytes={kv_bytes}"]
+        )
         settings = ["logging.file=", *engine_settings, *ours_set]
         return ServerProcess(name, app_argv(port, settings, py), port, "/healthz", OFFLINE_ENV, log_prefix="bench-load")
     if name == "llama.cpp":
-        argv = [py, "bench/llamacpp_server.py", "--port", str(port), "--slots", str(LLAMACPP_SLOTS),
-                "--kv-tokens", str(LLAMACPP_KV)]
+        argv = [
+            py,
+            "bench/llamacpp_server.py",
+            "--port",
+            str(port),
+            "--slots",
+            str(LLAMACPP_SLOTS),
+            "--kv-tokens",
+            str(LLAMACPP_KV),
+        ]
         return ServerProcess(name, argv, port, "/health", OFFLINE_ENV, log_prefix="bench-load")
-    argv = [py, "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL_DIR, "--served-model-name", MODEL_NAME,
-            "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048", "--enforce-eager",
-            "--kv-cache-memory-bytes", str(kv_bytes), "--max-num-seqs", "128"]
+    argv = [
+        py,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        MODEL_DIR,
+        "--served-model-name",
+        MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        str(kv_bytes),
+        "--max-num-seqs",
+        "128",
+    ]
     if name == "vllm-priority":
         argv += ["--scheduling-policy", "priority"]
     return ServerProcess(name, argv, port, "/health", OFFLINE_ENV, log_prefix="bench-load")
@@ -133,8 +164,9 @@ def start(name: str, engine: str, kv_bytes: int, ours_set: list[str]) -> ServerP
 async def warm_up(server: ServerProcess) -> None:
     """Four requests together, not recorded: first requests after a start pay for lazy paths."""
     async with new_client(server.url) as client:
-        results = await asyncio.gather(*(stream_chat(client, *request_for(server.name, -1 - i, "high"), 60)
-                                         for i in range(4)))
+        results = await asyncio.gather(
+            *(stream_chat(client, *request_for(server.name, -1 - i, "high"), 60) for i in range(4))
+        )
     failed = [r.error for r in results if r.error]
     if failed:
         raise RuntimeError(f"{server.name} warm-up failed: {failed[0]}")
@@ -153,8 +185,9 @@ def ensure_model() -> None:
 # ----------------------------------------------------------------------------- open loop
 
 
-async def run_load(server: ServerProcess, load: float, capacity: float, duration_s: float, seed: int,
-                   settle_s: float) -> Run:
+async def run_load(
+    server: ServerProcess, load: float, capacity: float, duration_s: float, seed: int, settle_s: float
+) -> Run:
     """Send the plan on time whatever happens to earlier requests, wait for every answer (each at
     most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout."""
     run = Run(server.name, load, load * capacity, duration_s, capacity)
@@ -187,10 +220,18 @@ async def run_load(server: ServerProcess, load: float, capacity: float, duration
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench/load.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a few minutes: short calibration, loads 1.0,1.5, 20 s each")
-    p.add_argument("--engine", choices=tuple(BASELINE), default="vllm",
-                   help="the engine under every server (default vllm; llamacpp: ours against llama.cpp's server)")
-    p.add_argument("--servers", help="comma-separated, from " + ",".join(SERVERS)
-                   + " (default vllm-fcfs,vllm-priority,ours; with --engine llamacpp llama.cpp,ours)")
+    p.add_argument(
+        "--engine",
+        choices=tuple(BASELINE),
+        default="vllm",
+        help="the engine under every server (default vllm; llamacpp: ours against llama.cpp's server)",
+    )
+    p.add_argument(
+        "--servers",
+        help="comma-separated, from "
+        + ",".join(SERVERS)
+        + " (default vllm-fcfs,vllm-priority,ours; with --engine llamacpp llama.cpp,ours)",
+    )
     p.add_argument("--loads", help="load levels as multiples of C_slo (default 0.7,1.0,1.5; quick 1.0,1.5)")
     p.add_argument("--duration", type=float, help="seconds of sending per load level (default 60, quick 20)")
     p.add_argument("--calibration-s", type=float, help="measured seconds per calibration level (default 6, quick 4)")
@@ -199,11 +240,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slo-tpot", type=float, default=0.1, help="time-per-output-token objective, s (default 0.1)")
     p.add_argument("--slo-ttft", type=float, default=1.0, help="first-token promise for high, s (default 1)")
     p.add_argument("--low-promise", type=float, default=60.0, help="first-token promise for low, s (default 60)")
-    p.add_argument("--ours-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a setting for our server, passed as --set (repeatable)")
+    p.add_argument(
+        "--ours-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting for our server, passed as --set (repeatable)",
+    )
     p.add_argument("--json", metavar="PATH", help="write every request record and summary as JSON")
-    p.add_argument("--markdown", metavar="PATH", help="write the result tables as Markdown (a file with the "
-                   "results markers, e.g. docs/BENCHMARKS.md, gets only the part between them replaced)")
+    p.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="write the result tables as Markdown (a file with the "
+        "results markers, e.g. docs/BENCHMARKS.md, gets only the part between them replaced)",
+    )
     p.add_argument("--plots", default="docs/bench", metavar="DIR", help="PNG plots go here ('' for none)")
     p.add_argument("--from-json", metavar="PATH", help="run nothing: report again from a --json file")
     args = p.parse_args(argv)
@@ -241,7 +291,7 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
         for name in names:
             servers[name] = start(name, args.engine, kv_bytes, args.ours_set)
         for i, load in enumerate(args.loads):
-            for name in args.servers[i % len(args.servers):] + args.servers[:i % len(args.servers)]:
+            for name in args.servers[i % len(args.servers) :] + args.servers[: i % len(args.servers)]:
                 capacity = args.capacity
                 if capacity is None:
                     calibrations.append(calibration := calibrate_for(load, name, servers[baseline], args))
@@ -282,14 +332,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.monotonic()
     kv_bytes = default_cpu_kv_bytes()
-    meta = {"commit": git_head(), "python": platform.python_version(), "httpx": httpx.__version__,
-            "cpus": os.cpu_count(), "machine": platform.machine(), "kv_cache_bytes": kv_bytes,
-            "mode": "quick" if args.quick else "full", "engine": args.engine, "seed": args.seed, "duration_s": args.duration,
-            "loads": list(args.loads), "servers": args.servers, "ours_set": args.ours_set,
-            "slo": {"tpot_s": args.slo_tpot, "ttft_high_s": args.slo_ttft, "ttft_low_s": args.low_promise},
-            "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE, "high_share": HIGH_SHARE}
-    print("bench/load.py  " + "  ".join(f"{k}={meta[k]}" for k in ("mode", "commit", "python", "cpus", "machine"))
-          + f"  kv={kv_bytes / 2**20:.0f}MiB", flush=True)
+    meta = {
+        "commit": git_head(),
+        "python": platform.python_version(),
+        "httpx": httpx.__version__,
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "kv_cache_bytes": kv_bytes,
+        "mode": "quick" if args.quick else "full",
+        "engine": args.engine,
+        "seed": args.seed,
+        "duration_s": args.duration,
+        "loads": list(args.loads),
+        "servers": args.servers,
+        "ours_set": args.ours_set,
+        "slo": {"tpot_s": args.slo_tpot, "ttft_high_s": args.slo_ttft, "ttft_low_s": args.low_promise},
+        "max_tokens": MAX_TOKENS,
+        "temperature": TEMPERATURE,
+        "high_share": HIGH_SHARE,
+    }
+    print(
+        "bench/load.py  "
+        + "  ".join(f"{k}={meta[k]}" for k in ("mode", "commit", "python", "cpus", "machine"))
+        + f"  kv={kv_bytes / 2**20:.0f}MiB",
+        flush=True,
+    )
     needed = MIN_AVAILABLE_GIB * len(set(args.servers) | ({BASELINE[args.engine]} if args.capacity is None else set()))
     if available_gib() < needed:
         note(f"error: {available_gib():.1f} GiB of memory available; the servers need about {needed:g} GiB")

@@ -29,15 +29,22 @@ def plot(folder: Path, runs: list[Run], sums: dict[tuple[str, float, str], Summa
     figures: list[tuple[str, str, Callable[[Summary, Run], float], tuple[str, ...], bool]] = [
         ("load-ttft-p99.png", "TTFT p99 (s), log scale", lambda s, r: s.ttft.p99, ("high", "low"), True),
         ("load-on-time.png", "on-time req/s / C_slo", lambda s, r: s.on_time_rps / r.c_slo, ("all",), False),
-        ("load-tok-s.png", "output tok/s / C_slo", lambda s, r: s.tok_s / r.c_slo, ("all",), False)]
+        ("load-tok-s.png", "output tok/s / C_slo", lambda s, r: s.tok_s / r.c_slo, ("all",), False),
+    ]
     for name, ylabel, value, classes, log in figures:
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         for i, server in enumerate(servers):
             mine = sorted((r for r in runs if r.server == server), key=lambda r: r.load)
             for cls in classes:
                 label = server if cls == "all" else f"{server} {cls}"
-                ax.plot([r.load for r in mine], [value(sums[(server, r.load, cls)], r) for r in mine], marker="o",
-                        label=label, color=f"C{i}", linestyle="--" if cls == "low" else "-")
+                ax.plot(
+                    [r.load for r in mine],
+                    [value(sums[(server, r.load, cls)], r) for r in mine],
+                    marker="o",
+                    label=label,
+                    color=f"C{i}",
+                    linestyle="--" if cls == "low" else "-",
+                )
         if name == "load-on-time.png":  # what a perfect server would answer on time: all that was sent
             loads = sorted({r.load for r in runs})
             ax.plot(loads, loads, color="grey", linestyle=":", label="sent")

@@ -13,6 +13,7 @@ from bench.load_requests import Planned
 @dataclass
 class Record:
     """One request as the client saw it; times in seconds (None where it never happened)."""
+
     index: int
     cls: str
     planned_s: float
@@ -54,16 +55,28 @@ class Run:
     stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.machine.machine_stalls
 
 
-
 def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
     """A client's result as a record, times from the run's start `t0`."""
+
     def opt(x: float) -> float | None:
         return None if x != x else x  # nan -> None (JSON has no NaN)
 
     header_wait = r.headers.get("x-queue-wait-ms")
     # A stream that opened while still queued carries the wait so far in its header and the full
     # wait in a `: dispatched queue_wait_ms=N` comment: the comment wins.
-    wait = r.dispatched_wait_ms if r.dispatched_wait_ms is not None else (
-        float(header_wait) if header_wait else None)
-    return Record(p.index, p.cls, p.at_s, r.sent - t0, r.status, r.status != 200 and "retry-after" in r.headers,
-                  r.error_kind, r.error, opt(r.ttft_s), opt(r.tpot_s), opt(r.e2e_s), r.completion_tokens, wait)
+    wait = r.dispatched_wait_ms if r.dispatched_wait_ms is not None else (float(header_wait) if header_wait else None)
+    return Record(
+        p.index,
+        p.cls,
+        p.at_s,
+        r.sent - t0,
+        r.status,
+        r.status != 200 and "retry-after" in r.headers,
+        r.error_kind,
+        r.error,
+        opt(r.ttft_s),
+        opt(r.tpot_s),
+        opt(r.e2e_s),
+        r.completion_tokens,
+        wait,
+    )

@@ -54,9 +54,14 @@ def request_for(server: str, index: int, cls: str) -> tuple[dict[str, Any], dict
     per index where `SEEDED`: sampled answers end (at the end-of-text token) at different lengths,
     and unseeded that alone moved tok/s between two servers given the same requests by 2-3 %. Not
     on vLLM: its CPU build's engine dies on a seeded request whose prompt it prefills in parts."""
-    body: dict[str, Any] = {"model": MODEL_NAME, "messages": [{"role": "user", "content": prompt_for(index)}],
-                            "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE,
-                            "stream": True, "stream_options": {"include_usage": True}}
+    body: dict[str, Any] = {
+        "model": MODEL_NAME,
+        "messages": [{"role": "user", "content": prompt_for(index)}],
+        "max_tokens": MAX_TOKENS,
+        "temperature": TEMPERATURE,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if SEEDED["on"]:
         body["seed"] = SEED_BASE + index
     if server == "vllm-priority":
@@ -72,5 +77,8 @@ def new_client(url: str) -> httpx.AsyncClient:
     of milliseconds of CPU on a 2-core machine the server needs."""
     import httpx
 
-    return httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(CLIENT_TIMEOUT_S),
-                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+    return httpx.AsyncClient(
+        base_url=url,
+        timeout=httpx.Timeout(CLIENT_TIMEOUT_S),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+    )

@@ -22,8 +22,12 @@ class Slo:
 
     def on_time(self, r: Record) -> bool:
         """Completed, every token after the first on pace, and the first one within the promise."""
-        return (completed(r) and r.ttft_s is not None and r.ttft_s <= self.ttft_s[r.cls]
-                and (r.tpot_s is None or r.tpot_s <= self.tpot_s))
+        return (
+            completed(r)
+            and r.ttft_s is not None
+            and r.ttft_s <= self.ttft_s[r.cls]
+            and (r.tpot_s is None or r.tpot_s <= self.tpot_s)
+        )
 
 
 @dataclass
@@ -69,20 +73,26 @@ def summarize(run: Run, cls: str, slo: Slo) -> Summary:
     on_time = sum(slo.on_time(r) for r in records)
     refused = [r for r in records if r.status == 429]
     return Summary(
-        sent=len(records), completed=len(done),
+        sent=len(records),
+        completed=len(done),
         ttft=Stats.of([r.ttft_s for r in done if r.ttft_s is not None]),
         tpot=Stats.of([r.tpot_s for r in done if r.tpot_s is not None]),
         e2e=Stats.of([r.e2e_s for r in done if r.e2e_s is not None]),
-        rps=len(done) / span, tok_s=sum(r.completion_tokens or 0 for r in done) / span,
-        on_time=on_time, on_time_rps=on_time / run.duration_s,
-        refused_429=len(refused), refused_429_retry_after=sum(r.retry_after for r in refused),
+        rps=len(done) / span,
+        tok_s=sum(r.completion_tokens or 0 for r in done) / span,
+        on_time=on_time,
+        on_time_rps=on_time / run.duration_s,
+        refused_429=len(refused),
+        refused_429_retry_after=sum(r.retry_after for r in refused),
         stream_errors=sum(r.error_kind == "stream" for r in records),
         other_failures=sum(bool(r.error_kind) and r.status != 429 and r.error_kind != "stream" for r in records),
         queue_wait_ms=Stats.of([r.queue_wait_ms for r in done if r.queue_wait_ms is not None]),
         send_lag_p99_s=Stats.of([r.sent_s - r.planned_s for r in records]).p99,
-        max_waiting=max(waits) if waits else None, mem_gb=(min(rss), max(rss)) if rss else None,
+        max_waiting=max(waits) if waits else None,
+        mem_gb=(min(rss), max(rss)) if rss else None,
         max_queue_size=next((s.max_queue_size for s in run.samples if s.max_queue_size is not None), None),
-        crashed=run.crashed, errors=sorted({r.error[:120] for r in records if r.error})[:3],
+        crashed=run.crashed,
+        errors=sorted({r.error[:120] for r in records if r.error})[:3],
     )
 
 
@@ -94,6 +104,11 @@ def tradeoff(runs: list[Run], slo: Slo) -> tuple[float, dict[str, list[float]]]:
     objective (first-token promises unchanged). Ours still steers to its own; where the curves cross
     is where holding the objective stops paying for the throughput it costs."""
     top = max(r.load for r in runs)
-    curves = {r.server: [sum(Slo(t, slo.ttft_s).on_time(x) for x in r.records) / r.duration_s / r.c_slo
-                         for t in TRADEOFF_TPOT_S] for r in runs if r.load == top}
+    curves = {
+        r.server: [
+            sum(Slo(t, slo.ttft_s).on_time(x) for x in r.records) / r.duration_s / r.c_slo for t in TRADEOFF_TPOT_S
+        ]
+        for r in runs
+        if r.load == top
+    }
     return top, curves

@@ -29,24 +29,76 @@ from pathlib import Path
 SEED = 25
 OUT = Path(__file__).parent / "data" / "similar_pairs.jsonl"
 
-POLAR_EN = [("turn on", "turn off"), ("enable", "disable"), ("increase", "decrease"), ("add", "remove"),
-            ("show", "hide"), ("open", "close"), ("upload", "download"), ("import", "export"), ("encrypt", "decrypt"),
-            ("install", "uninstall")]
-POLAR_ZH = [("打开", "关闭"), ("启用", "禁用"), ("增加", "减少"), ("添加", "删除"), ("显示", "隐藏"), ("上传", "下载"),
-            ("导入", "导出"), ("加密", "解密"), ("安装", "卸载")]
-UNITS_EN = [("km", "miles"), ("kg", "pounds"), ("MB", "GB"), ("seconds", "minutes"), ("celsius", "fahrenheit"),
-            ("dollars", "euros")]
+POLAR_EN = [
+    ("turn on", "turn off"),
+    ("enable", "disable"),
+    ("increase", "decrease"),
+    ("add", "remove"),
+    ("show", "hide"),
+    ("open", "close"),
+    ("upload", "download"),
+    ("import", "export"),
+    ("encrypt", "decrypt"),
+    ("install", "uninstall"),
+]
+POLAR_ZH = [
+    ("打开", "关闭"),
+    ("启用", "禁用"),
+    ("增加", "减少"),
+    ("添加", "删除"),
+    ("显示", "隐藏"),
+    ("上传", "下载"),
+    ("导入", "导出"),
+    ("加密", "解密"),
+    ("安装", "卸载"),
+]
+UNITS_EN = [
+    ("km", "miles"),
+    ("kg", "pounds"),
+    ("MB", "GB"),
+    ("seconds", "minutes"),
+    ("celsius", "fahrenheit"),
+    ("dollars", "euros"),
+]
 UNITS_ZH = [("公里", "英里"), ("公斤", "斤"), ("秒", "分钟"), ("美元", "欧元"), ("厘米", "英寸")]
-ENT_EN = [("Beijing", "Shanghai"), ("Paris", "London"), ("Alice", "Bob"), ("the client", "the server"),
-          ("PostgreSQL", "MySQL"), ("Berlin", "Munich"), ("the cat", "the dog"), ("Tokyo", "Osaka")]
+ENT_EN = [
+    ("Beijing", "Shanghai"),
+    ("Paris", "London"),
+    ("Alice", "Bob"),
+    ("the client", "the server"),
+    ("PostgreSQL", "MySQL"),
+    ("Berlin", "Munich"),
+    ("the cat", "the dog"),
+    ("Tokyo", "Osaka"),
+]
 ENT_ZH = [("北京", "上海"), ("广州", "深圳"), ("小明", "小红"), ("客户端", "服务器"), ("杭州", "南京"), ("猫", "狗")]
-IDS = [("get_user", "get_users"), ("parseConfig", "parseConfigs"), ("load_model", "save_model"),
-       ("max_cost", "max_heads"), ("UserService", "UserServices"), ("os.path.join", "os.path.split"),
-       ("fetch_rows", "fetch_row"), ("readFile", "writeFile")]
-FLAGS = [("--max-cost", "--max-heads"), ("--verbose", "--quiet"), ("--dry-run", "--force"), ("-r", "-f"),
-         ("--no-cache", "--cache"), ("--batch-size=8", "--batch-size=16"), ("--port 8000", "--port 8080")]
-LANGS_EN = [("Python", "Rust"), ("Go", "Java"), ("JavaScript", "TypeScript"), ("English", "French"), ("C++", "C#"),
-            ("Bash", "PowerShell")]
+IDS = [
+    ("get_user", "get_users"),
+    ("parseConfig", "parseConfigs"),
+    ("load_model", "save_model"),
+    ("max_cost", "max_heads"),
+    ("UserService", "UserServices"),
+    ("os.path.join", "os.path.split"),
+    ("fetch_rows", "fetch_row"),
+    ("readFile", "writeFile"),
+]
+FLAGS = [
+    ("--max-cost", "--max-heads"),
+    ("--verbose", "--quiet"),
+    ("--dry-run", "--force"),
+    ("-r", "-f"),
+    ("--no-cache", "--cache"),
+    ("--batch-size=8", "--batch-size=16"),
+    ("--port 8000", "--port 8080"),
+]
+LANGS_EN = [
+    ("Python", "Rust"),
+    ("Go", "Java"),
+    ("JavaScript", "TypeScript"),
+    ("English", "French"),
+    ("C++", "C#"),
+    ("Bash", "PowerShell"),
+]
 LANGS_ZH = [("Python", "Go"), ("中文", "英文"), ("Java", "Rust"), ("日语", "韩语")]
 NEG_EN = ["not ", "never "]
 NEG_ZH = ["不", "没有"]
@@ -62,8 +114,11 @@ TEMPLATES: list[tuple[str, str, list[str]]] = [
     ("en", "chat", ["Translate this greeting into {L}", "keeping it formal"]),
     ("en", "chat", ["Explain how to {P} two-factor authentication", "for my email account"]),
     ("en", "chat", ["Plan a {N} day itinerary for visiting museums", "on a small budget"]),
-    ("en", "code", ["Write a {L} function that reads a CSV file and returns the rows as dictionaries",
-                    "skipping empty lines"]),
+    (
+        "en",
+        "code",
+        ["Write a {L} function that reads a CSV file and returns the rows as dictionaries", "skipping empty lines"],
+    ),
     ("en", "code", ["Explain what the {ID} function does", "in the user module"]),
     ("en", "code", ["What does the {F} option change in the training script", "compared to the defaults"]),
     ("en", "code", ["Why does this loop {NEG}terminate after {N} iterations", "in my sorting routine"]),
@@ -73,8 +128,11 @@ TEMPLATES: list[tuple[str, str, list[str]]] = [
     ("en", "code", ["Implement binary search in {L}", "returning the index or minus one"]),
     ("en", "script", ["Summarise the following ticket in {N} bullet points", "for the weekly report"]),
     ("en", "script", ["Classify this review as positive or negative", "and answer in {L}"]),
-    ("en", "script", ["Generate a commit message for a change that {P}s caching in the parser",
-                      "in the imperative mood"]),
+    (
+        "en",
+        "script",
+        ["Generate a commit message for a change that {P}s caching in the parser", "in the imperative mood"],
+    ),
     ("en", "script", ["Run the migration with {F}", "and report which tables change"]),
     ("en", "script", ["Extract every date from the log file", "and convert the durations to {U}"]),
     ("zh", "chat", ["怎么在手机上{P}通知", "不影响其他设置"]),
@@ -149,23 +207,35 @@ def render(lang: str, clauses: list[str], values: dict[str, str], order: list[in
 def typo(rng: random.Random, lang: str, text: str) -> str:
     if lang == "zh":
         i = rng.choice([i for i, c in enumerate(text) if "\u4e00" <= c <= "\u9fff"])
-        return text[:i + 1] + text[i] + text[i + 1:]
+        return text[: i + 1] + text[i] + text[i + 1 :]
     words = [m for m in re.finditer(r"\b[a-z]{6,}\b", text)] or list(re.finditer(r"\b[A-Za-z]{5,}\b", text))
     m = rng.choice(words)
     w = m.group(0)
     i = rng.randrange(1, len(w) - 2)
     kind = rng.choice(["swap", "drop", "double"])
-    new = (w[:i] + w[i + 1] + w[i] + w[i + 2:] if kind == "swap" else w[:i] + w[i + 1:] if kind == "drop"
-           else w[:i] + w[i] + w[i:])
-    return text[:m.start()] + new + text[m.end():]
+    new = (
+        w[:i] + w[i + 1] + w[i] + w[i + 2 :]
+        if kind == "swap"
+        else w[:i] + w[i + 1 :]
+        if kind == "drop"
+        else w[:i] + w[i] + w[i:]
+    )
+    return text[: m.start()] + new + text[m.end() :]
 
 
 def punctuation(rng: random.Random, lang: str, text: str) -> str:
     if lang == "zh":
-        return rng.choice([text.replace("，", ", ").rstrip("？") + "?", " " + text.replace("，", "  ，"),
-                           text.rstrip("？") + "。"])
-    return rng.choice([text.rstrip("?").replace(",", ";") + ".", "  " + text.replace(" ", "  ") + " ",
-                       text.lower().rstrip("?") + "??", text.replace(", ", " - ")])
+        return rng.choice(
+            [text.replace("，", ", ").rstrip("？") + "?", " " + text.replace("，", "  ，"), text.rstrip("？") + "。"]
+        )
+    return rng.choice(
+        [
+            text.rstrip("?").replace(",", ";") + ".",
+            "  " + text.replace(" ", "  ") + " ",
+            text.lower().rstrip("?") + "??",
+            text.replace(", ", " - "),
+        ]
+    )
 
 
 def polite(rng: random.Random, lang: str, text: str) -> str:
@@ -182,18 +252,25 @@ def pairs(seed: int = SEED, fills: int = 5) -> list[dict]:
             base_values = filled[0][0]
             base = render(lang, clauses, base_values)
             group = f"t{t}f{f}"
-            shares = [("reorder", render(lang, clauses, base_values, order=list(reversed(range(len(clauses)))))),
-                      ("typo", typo(rng, lang, base)), ("punctuation", punctuation(rng, lang, base)),
-                      ("politeness", polite(rng, lang, base))]
+            shares = [
+                ("reorder", render(lang, clauses, base_values, order=list(reversed(range(len(clauses)))))),
+                ("typo", typo(rng, lang, base)),
+                ("punctuation", punctuation(rng, lang, base)),
+                ("politeness", polite(rng, lang, base)),
+            ]
             for kind, variant in shares:
                 out.append({"label": "share", "kind": kind, "a": base, "b": variant})
             for _, values, kind in filled:  # the change alone, then the change inside a paraphrase
                 out.append({"label": "differ", "kind": kind, "a": base, "b": render(lang, clauses, values)})
-                disguised = rng.choice([render(lang, clauses, values, order=list(reversed(range(len(clauses))))),
-                                        punctuation(rng, lang, render(lang, clauses, values)),
-                                        polite(rng, lang, render(lang, clauses, values))])
+                disguised = rng.choice(
+                    [
+                        render(lang, clauses, values, order=list(reversed(range(len(clauses))))),
+                        punctuation(rng, lang, render(lang, clauses, values)),
+                        polite(rng, lang, render(lang, clauses, values)),
+                    ]
+                )
                 out.append({"label": "differ", "kind": kind, "a": base, "b": disguised})
-            for item in out[-(len(shares) + 2 * len(filled)):]:
+            for item in out[-(len(shares) + 2 * len(filled)) :]:
                 item.update(lang=lang, domain=domain, group=group)
     return [{"id": i, **p} for i, p in enumerate(out)]
 

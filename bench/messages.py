@@ -36,8 +36,9 @@ def has_token(route: str, data: dict) -> bool:
 
 
 def first_token_s(client: httpx.Client, route: str, model: str) -> float:
-    path, body = ("/v1/chat/completions", {"messages": PROMPT}) if route == "chat" else \
-        ("/v1/messages", {"messages": PROMPT})
+    path, body = (
+        ("/v1/chat/completions", {"messages": PROMPT}) if route == "chat" else ("/v1/messages", {"messages": PROMPT})
+    )
     body = {**body, "model": model, "max_tokens": 16, "stream": True, "temperature": 0}
     started = time.perf_counter()
     with client.stream("POST", path, json=body) as response:
@@ -60,16 +61,23 @@ def main() -> int:
             first_token_s(client, route, model)
         progress = Progress("first tokens", args.requests)
         for i in range(args.requests):
-            for route in (("chat", "messages") if i % 2 else ("messages", "chat")):
+            for route in ("chat", "messages") if i % 2 else ("messages", "chat"):
                 times[route].append(first_token_s(client, route, model))
             progress.update(i + 1)
     stats = {route: Stats.of(values) for route, values in times.items()}
-    rows = [[route, s.n, f"{s.p50 * 1000:.2f}", f"{s.p99 * 1000:.2f}", f"{s.mean * 1000:.2f}", f"{s.max * 1000:.2f}"]
-            for route, s in stats.items()]
+    rows = [
+        [route, s.n, f"{s.p50 * 1000:.2f}", f"{s.p99 * 1000:.2f}", f"{s.mean * 1000:.2f}", f"{s.max * 1000:.2f}"]
+        for route, s in stats.items()
+    ]
     added = (stats["messages"].p50 - stats["chat"].p50) * 1000
-    print(table(f"Time to first token, {args.engine}, one request at a time (ms)",
-                ["route", "requests", "p50", "p99", "mean", "max"], rows,
-                [f"added by /v1/messages at p50: {added:+.2f} ms (target: under 2 ms)"]))
+    print(
+        table(
+            f"Time to first token, {args.engine}, one request at a time (ms)",
+            ["route", "requests", "p50", "p99", "mean", "max"],
+            rows,
+            [f"added by /v1/messages at p50: {added:+.2f} ms (target: under 2 ms)"],
+        )
+    )
     return 0
 
 

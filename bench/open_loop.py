@@ -13,8 +13,9 @@ from bench.common import Progress
 from bench.load_requests import Planned
 
 
-async def send_on_schedule(plan: list[Planned], t0: float, one: Callable[[Planned], Coroutine[Any, Any, None]],
-                           bar: Progress) -> list[asyncio.Task[None]]:
+async def send_on_schedule(
+    plan: list[Planned], t0: float, one: Callable[[Planned], Coroutine[Any, Any, None]], bar: Progress
+) -> list[asyncio.Task[None]]:
     tasks: list[asyncio.Task[None]] = []
     for p in plan:
         delay = t0 + p.at_s - time.perf_counter()
@@ -38,6 +39,6 @@ def metric_sum(text: str, name: str) -> float:
     """A Prometheus gauge or counter summed over its label sets (one per engine, per class)."""
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
             total += float(line.rsplit(" ", 1)[1])
     return total

@@ -35,8 +35,13 @@ from bench.common import NO_STORE, Progress, Stats, git_head, note, stop_on_sigt
 from bench.servers import app_argv, free_port, running_server  # noqa: E402
 
 CAPACITY_REQ_S = 8 / (32 * 0.020)
-SETTINGS = ["engine.backend=sim", "engine.sim.token_latency_ms=20", "engine.sim.prefill_ms_per_token=0",
-            "scheduler.max_concurrency=8", "logging.file="]
+SETTINGS = [
+    "engine.backend=sim",
+    "engine.sim.token_latency_ms=20",
+    "engine.sim.prefill_ms_per_token=0",
+    "scheduler.max_concurrency=8",
+    "logging.file=",
+]
 SCENARIOS = {"thirds-5x": (61.0, (1, 1, 1)), "thirds-10x": (125.0, (1, 1, 1)), "high20-3x": (37.5, (20, 50, 30))}
 CLASSES = ("high", "medium", "low")
 
@@ -51,8 +56,12 @@ class Outcome:
 
 
 async def one(client, cls: str, stream: bool) -> Outcome:
-    body = {"model": "sim", "messages": [{"role": "user", "content": f"overload {random.random()}"}],
-            "max_tokens": 32, "stream": stream}
+    body = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": f"overload {random.random()}"}],
+        "max_tokens": 32,
+        "stream": stream,
+    }
     headers = {"X-Priority": cls, **NO_STORE}
     if stream:
         body["stream_options"] = {"include_usage": True}
@@ -91,7 +100,7 @@ async def accepted_then_failed(url: str) -> dict[str, int]:
     for line in text.splitlines():
         if line.startswith("gptoss_requests_accepted_then_failed_total{"):
             labels, value = line.rsplit(" ", 1)
-            counts[labels[labels.index("{"):]] += int(float(value))
+            counts[labels[labels.index("{") :]] += int(float(value))
     return dict(counts)
 
 
@@ -103,15 +112,38 @@ def report(name: str, rate: float, outcomes: list[Outcome], server_count: dict[s
         failed = [o for o in mine if o.status == 200 and o.code is not None]
         reasons = Counter(o.code for o in refused)
         ttft = Stats.of([o.ttft_s for o in mine if o.status == 200 and o.code is None and o.ttft_s is not None])
-        rows.append([cls, len(mine), len(mine) - len(refused) - len(failed), len(refused),
-                     sum(o.status == 429 and o.retry_after for o in refused),
-                     ", ".join(f"{k} {v}" for k, v in reasons.most_common()) or "-",
-                     len(failed), ", ".join(f"{k} {v}" for k, v in Counter(o.code for o in failed).items()) or "-",
-                     f"{ttft.p50:.2f}", f"{ttft.p99:.2f}"])
+        rows.append(
+            [
+                cls,
+                len(mine),
+                len(mine) - len(refused) - len(failed),
+                len(refused),
+                sum(o.status == 429 and o.retry_after for o in refused),
+                ", ".join(f"{k} {v}" for k, v in reasons.most_common()) or "-",
+                len(failed),
+                ", ".join(f"{k} {v}" for k, v in Counter(o.code for o in failed).items()) or "-",
+                f"{ttft.p50:.2f}",
+                f"{ttft.p99:.2f}",
+            ]
+        )
     notes = [f"server's gptoss_requests_accepted_then_failed_total: {server_count or 'none'}"]
-    return table(f"{name}: {rate:g} req/s, {rate / CAPACITY_REQ_S:.1f}x capacity",
-                 ["class", "sent", "served", "refused", "429+Retry-After", "refusals by reason", "accepted, failed",
-                  "failures", "TTFT p50 s", "TTFT p99 s"], rows, notes)
+    return table(
+        f"{name}: {rate:g} req/s, {rate / CAPACITY_REQ_S:.1f}x capacity",
+        [
+            "class",
+            "sent",
+            "served",
+            "refused",
+            "429+Retry-After",
+            "refusals by reason",
+            "accepted, failed",
+            "failures",
+            "TTFT p50 s",
+            "TTFT p99 s",
+        ],
+        rows,
+        notes,
+    )
 
 
 async def main_async(args: argparse.Namespace) -> None:

@@ -34,9 +34,17 @@ def _make_requests(n: int, rng: random.Random, start_arrival: float, prefix: str
     out = []
     for i, cls in enumerate(classes):
         score = cfg.weights.of(cls.value) + (cfg.short_bonus if rng.random() < 1 / 3 else 0.0)
-        out.append(Request(request_id=f"{prefix}-{i}", priority=cls, score=score,
-                           prompt=Prompt(num_tokens=rng.randint(8, 200)), params=GenParams(max_tokens=1),
-                           arrival=start_arrival + i * 1e-4, caller=f"caller-{i % CALLERS}"))
+        out.append(
+            Request(
+                request_id=f"{prefix}-{i}",
+                priority=cls,
+                score=score,
+                prompt=Prompt(num_tokens=rng.randint(8, 200)),
+                params=GenParams(max_tokens=1),
+                arrival=start_arrival + i * 1e-4,
+                caller=f"caller-{i % CALLERS}",
+            )
+        )
     return out
 
 
@@ -74,7 +82,7 @@ def bench_priority_queue(pairs: int, rng: random.Random) -> QueueResult:
     chunk = max(1, pairs // 20)
     gc.collect()
     for start in range(0, pairs, chunk):
-        for r in fresh[start:start + chunk]:
+        for r in fresh[start : start + chunk]:
             t0 = ns()
             queue.push(r)
             t1 = ns()
@@ -112,20 +120,29 @@ class SchedulerResult:
     emergency_seen: bool = False
 
 
-async def _bench_scheduler_async(measured: int, batch: int, max_concurrency: int, rng: random.Random,
-                                 queue_size: int) -> SchedulerResult:
+async def _bench_scheduler_async(
+    measured: int, batch: int, max_concurrency: int, rng: random.Random, queue_size: int
+) -> SchedulerResult:
     from engine.registry import create_engine
     from scheduler.loop import Scheduler
     from settings import load_config
 
-    config = load_config(None, overrides=[
-        "engine.backend=sim", "engine.sim.token_latency_ms=0", "engine.sim.prefill_ms_per_token=0", "logging.file=",
-        f"scheduler.max_concurrency={max_concurrency}", "scheduler.max_queue_size=1000000",
-        # 10,000 waiters on 8 slots are predicted to wait far past the default limits, which would
-        # refuse them at the door: the benchmark measures the queue, so no wait is too long here.
-        *(f"scheduler.max_wait_s.{c}=1000000" for c in ("high", "medium", "low")),
-        "scheduler.pressure.low_max_wait_s=1000000", *EXTRA,
-    ])
+    config = load_config(
+        None,
+        overrides=[
+            "engine.backend=sim",
+            "engine.sim.token_latency_ms=0",
+            "engine.sim.prefill_ms_per_token=0",
+            "logging.file=",
+            f"scheduler.max_concurrency={max_concurrency}",
+            "scheduler.max_queue_size=1000000",
+            # 10,000 waiters on 8 slots are predicted to wait far past the default limits, which would
+            # refuse them at the door: the benchmark measures the queue, so no wait is too long here.
+            *(f"scheduler.max_wait_s.{c}=1000000" for c in ("high", "medium", "low")),
+            "scheduler.pressure.low_max_wait_s=1000000",
+            *EXTRA,
+        ],
+    )
     engine = create_engine(config.engine)
     sched = Scheduler(config.scheduler, engine)
     sched.state.arrivals = _NoOvertaking()
@@ -168,7 +185,7 @@ async def _bench_scheduler_async(measured: int, batch: int, max_concurrency: int
         t_start = time.perf_counter()
         gc.collect()
         for start in range(0, measured, batch):
-            for r in fresh[start:start + batch]:
+            for r in fresh[start : start + batch]:
                 t0 = ns()
                 sched.submit(r)
                 res.submit_ns.append(ns() - t0)
@@ -206,8 +223,9 @@ class _NoOvertaking(ArrivalRates):
         return 0.0
 
 
-def bench_scheduler(measured: int, batch: int, max_concurrency: int, rng: random.Random,
-                    queue_size: int = QUEUE_SIZE) -> SchedulerResult:
+def bench_scheduler(
+    measured: int, batch: int, max_concurrency: int, rng: random.Random, queue_size: int = QUEUE_SIZE
+) -> SchedulerResult:
     return asyncio.run(_bench_scheduler_async(measured, batch, max_concurrency, rng, queue_size))
 
 
@@ -231,47 +249,109 @@ def run_part1(args: argparse.Namespace, summary: list[list[object]]) -> None:
     submit = Stats.of(s.submit_ns)
     dispatch = Stats.of(s.dispatch_ns_per_req)
     rows = [
-        ["PriorityQueue.push (enqueue)", f"{QUEUE_SIZE:,}", f"{push.n:,}", us(push.p50), us(push.mean), us(push.p99),
-         us(push.max)],
-        ["PriorityQueue.pop (dispatch)", f"{QUEUE_SIZE:,}", f"{pop.n:,}", us(pop.p50), us(pop.mean), us(pop.p99),
-         us(pop.max)],
-        ["PriorityQueue push+pop pair", f"{QUEUE_SIZE:,}", f"{pair.n:,}", us(pair.p50), us(pair.mean), us(pair.p99),
-         us(pair.max)],
+        [
+            "PriorityQueue.push (enqueue)",
+            f"{QUEUE_SIZE:,}",
+            f"{push.n:,}",
+            us(push.p50),
+            us(push.mean),
+            us(push.p99),
+            us(push.max),
+        ],
+        [
+            "PriorityQueue.pop (dispatch)",
+            f"{QUEUE_SIZE:,}",
+            f"{pop.n:,}",
+            us(pop.p50),
+            us(pop.mean),
+            us(pop.p99),
+            us(pop.max),
+        ],
+        [
+            "PriorityQueue push+pop pair",
+            f"{QUEUE_SIZE:,}",
+            f"{pair.n:,}",
+            us(pair.p50),
+            us(pair.mean),
+            us(pair.p99),
+            us(pair.max),
+        ],
         ["  pair, block-timed (no timer)", f"{QUEUE_SIZE:,}", f"{pairs:,}", "-", us(q.pair_batched_ns), "-", "-"],
-        ["Scheduler.submit, filling", f"0..{QUEUE_SIZE:,}", f"{fill.n:,}", us(fill.p50), us(fill.mean), us(fill.p99),
-         us(fill.max)],
-        ["Scheduler.submit (enqueue)", f"{s.queue_min:,}-{s.queue_max:,}", f"{submit.n:,}", us(submit.p50),
-         us(submit.mean), us(submit.p99), us(submit.max)],
-        ["Scheduler dispatch, per request", f"{s.queue_min:,}-{s.queue_max:,}", f"{dispatch.n:,}", us(dispatch.p50),
-         us(dispatch.mean), us(dispatch.p99), us(dispatch.max)],
+        [
+            "Scheduler.submit, filling",
+            f"0..{QUEUE_SIZE:,}",
+            f"{fill.n:,}",
+            us(fill.p50),
+            us(fill.mean),
+            us(fill.p99),
+            us(fill.max),
+        ],
+        [
+            "Scheduler.submit (enqueue)",
+            f"{s.queue_min:,}-{s.queue_max:,}",
+            f"{submit.n:,}",
+            us(submit.p50),
+            us(submit.mean),
+            us(submit.p99),
+            us(submit.max),
+        ],
+        [
+            "Scheduler dispatch, per request",
+            f"{s.queue_min:,}-{s.queue_max:,}",
+            f"{dispatch.n:,}",
+            us(dispatch.p50),
+            us(dispatch.mean),
+            us(dispatch.p99),
+            us(dispatch.max),
+        ],
         *scheduler_rows(big),
     ]
     outcomes = ", ".join(f"{k}={v}" for k, v in sorted(s.outcomes.items())) or "none"
     print()
-    print(table(
-        "Queue policy cost (microseconds per operation; perf_counter_ns around each call)",
-        ["operation", "queued", "ops", "p50 us", "mean us", "p99 us", "max us"], rows,
-        [f"timer overhead per measurement ~{overhead:.0f} ns (included above); classes 20/50/30 % high/medium/low",
-         f"Scheduler: {CALLERS} callers, fair share on; zero-latency SimEngine, max_concurrency=8, max_tokens=1; dispatch = the scheduler's "
-         "dispatch (the policy's decision, pop, start engine task) divided by requests it dispatched",
-         f"Scheduler steady phase: {s.completed:,} requests through the engine in {s.steady_s:.2f}s "
-         f"({s.completed / s.steady_s if s.steady_s else 0:,.0f} req/s in process, incl. SimEngine); "
-         f"last 1000 outcomes: {outcomes}; emergency mode seen: {s.emergency_seen}"],
-    ))
-    for label, st in [("PriorityQueue.push mean @10k", push), ("PriorityQueue.pop mean @10k", pop),
-                      ("Scheduler.submit mean @10k", submit), ("Scheduler dispatch mean @10k", dispatch)]:
+    print(
+        table(
+            "Queue policy cost (microseconds per operation; perf_counter_ns around each call)",
+            ["operation", "queued", "ops", "p50 us", "mean us", "p99 us", "max us"],
+            rows,
+            [
+                f"timer overhead per measurement ~{overhead:.0f} ns (included above); classes 20/50/30 % high/medium/low",
+                f"Scheduler: {CALLERS} callers, fair share on; zero-latency SimEngine, max_concurrency=8, max_tokens=1; dispatch = the scheduler's "
+                "dispatch (the policy's decision, pop, start engine task) divided by requests it dispatched",
+                f"Scheduler steady phase: {s.completed:,} requests through the engine in {s.steady_s:.2f}s "
+                f"({s.completed / s.steady_s if s.steady_s else 0:,.0f} req/s in process, incl. SimEngine); "
+                f"last 1000 outcomes: {outcomes}; emergency mode seen: {s.emergency_seen}",
+            ],
+        )
+    )
+    for label, st in [
+        ("PriorityQueue.push mean @10k", push),
+        ("PriorityQueue.pop mean @10k", pop),
+        ("Scheduler.submit mean @10k", submit),
+        ("Scheduler dispatch mean @10k", dispatch),
+    ]:
         value = st.mean / 1000
-        summary.append([label, f"< {QUEUE_TARGET_US:g} us", f"{value:.2f} us",
-                        "PASS" if value < QUEUE_TARGET_US else "MISS"])
-    for label, st in [("Scheduler.submit mean @100k", Stats.of(big.submit_ns)),
-                      ("Scheduler dispatch mean @100k", Stats.of(big.dispatch_ns_per_req))]:
+        summary.append(
+            [label, f"< {QUEUE_TARGET_US:g} us", f"{value:.2f} us", "PASS" if value < QUEUE_TARGET_US else "MISS"]
+        )
+    for label, st in [
+        ("Scheduler.submit mean @100k", Stats.of(big.submit_ns)),
+        ("Scheduler dispatch mean @100k", Stats.of(big.dispatch_ns_per_req)),
+    ]:
         value = st.mean / 1000
-        summary.append([label, f"< {BIG_QUEUE_TARGET_US:g} us", f"{value:.2f} us",
-                        "PASS" if value < BIG_QUEUE_TARGET_US else "MISS"])
+        summary.append(
+            [
+                label,
+                f"< {BIG_QUEUE_TARGET_US:g} us",
+                f"{value:.2f} us",
+                "PASS" if value < BIG_QUEUE_TARGET_US else "MISS",
+            ]
+        )
 
 
 def scheduler_rows(s: SchedulerResult) -> list[list[object]]:
     submit, dispatch = Stats.of(s.submit_ns), Stats.of(s.dispatch_ns_per_req)
     span = f"{s.queue_min:,}-{s.queue_max:,}"
-    return [[name, span, f"{st.n:,}", us(st.p50), us(st.mean), us(st.p99), us(st.max)]
-            for name, st in (("Scheduler.submit (enqueue)", submit), ("Scheduler dispatch, per request", dispatch))]
+    return [
+        [name, span, f"{st.n:,}", us(st.p50), us(st.mean), us(st.p99), us(st.max)]
+        for name, st in (("Scheduler.submit (enqueue)", submit), ("Scheduler dispatch, per request", dispatch))
+    ]

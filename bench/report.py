@@ -27,8 +27,14 @@ class Table:
         def cells(row: Sequence[object]) -> str:
             return "| " + " | ".join(str(c).replace("|", "/") for c in row) + " |"
 
-        out = [f"#### {self.title}", "", cells(self.headers), cells(["---"] * len(self.headers)),
-               *(cells(r) for r in self.rows), ""]
+        out = [
+            f"#### {self.title}",
+            "",
+            cells(self.headers),
+            cells(["---"] * len(self.headers)),
+            *(cells(r) for r in self.rows),
+            "",
+        ]
         return "\n".join(out + [f"- {n}" for n in self.notes] + [""])
 
 

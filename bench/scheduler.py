@@ -65,15 +65,24 @@ def baseline_app():  # noqa: ANN201 - FastAPI imported lazily
         body = await request.json()
         request_id = f"chatcmpl-{uuid.uuid4().hex}"
         prompt_tokens = sum(len(str(m.get("content", "")).split()) + 4 for m in body.get("messages", [])) + 1
-        return JSONResponse({
-            "id": request_id,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body.get("model") or "sim",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "the"},
-                         "logprobs": None, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1},
-        }, headers={"X-Request-ID": request_id})
+        return JSONResponse(
+            {
+                "id": request_id,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model") or "sim",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "the"},
+                        "logprobs": None,
+                        "finish_reason": "length",
+                    }
+                ],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 1, "total_tokens": prompt_tokens + 1},
+            },
+            headers={"X-Request-ID": request_id},
+        )
 
     return app
 
@@ -82,14 +91,19 @@ def run_baseline_server(port: int) -> int:
     import uvicorn
 
     # Started the way app.py starts its server: same uvicorn.Config knobs, asyncio loop, h11/httptools
-    config = uvicorn.Config(baseline_app(), host="127.0.0.1", port=port, log_level="warning",
-                            timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        baseline_app(), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
+    )
     uvicorn.Server(config).run()
     return 0
 
 
-PAYLOAD = {"model": "sim", "messages": [{"role": "user", "content": "Say hello in one word."}],
-           "max_tokens": 1, "temperature": 0}
+PAYLOAD = {
+    "model": "sim",
+    "messages": [{"role": "user", "content": "Say hello in one word."}],
+    "max_tokens": 1,
+    "temperature": 0,
+}
 
 
 def run_part2(args: argparse.Namespace, summary: list[list[object]]) -> None:
@@ -101,8 +115,7 @@ def run_part2(args: argparse.Namespace, summary: list[list[object]]) -> None:
     ours_argv = app_argv(ours_port, SERVER_SETTINGS)
     base_argv = [sys.executable, str(Path(__file__).resolve()), "--baseline-server", str(base_port)]
     results: dict[tuple[str, int], LoadResult] = {}
-    with running_server("ours", ours_argv, ours_port) as ours, \
-            running_server("baseline", base_argv, base_port) as base:
+    with running_server("ours", ours_argv, ours_port) as ours, running_server("baseline", base_argv, base_port) as base:
         servers = [("baseline", base), ("ours", ours)]
         for c in CONCURRENCIES:
             # Rounds alternate the order (B, O, O, B, ...) so drift hits both sides alike.
@@ -110,8 +123,9 @@ def run_part2(args: argparse.Namespace, summary: list[list[object]]) -> None:
                 order = servers if rnd % 2 == 0 else servers[::-1]
                 for name, server in order:
                     label = f"{name} c={c} round {rnd + 1}/{rounds}"
-                    r = asyncio.run(repeat_load(server.url, server.pid, PAYLOAD, {}, c, warmup, duration / rounds,
-                                                label))
+                    r = asyncio.run(
+                        repeat_load(server.url, server.pid, PAYLOAD, {}, c, warmup, duration / rounds, label)
+                    )
                     results.setdefault((name, c), LoadResult()).merge(r)
 
     rows = []
@@ -123,27 +137,61 @@ def run_part2(args: argparse.Namespace, summary: list[list[object]]) -> None:
             rows.append(row)
         o, b = stats[("ours", c)], stats[("baseline", c)]
         co, cb = cpu[("ours", c)], cpu[("baseline", c)]
-        rows.append(["  added (ours - baseline)", c, "", "", "", f"{o.p50 - b.p50:+.2f}", f"{o.p99 - b.p99:+.2f}",
-                     f"{o.mean - b.mean:+.2f}", "", f"{co - cb:+,.0f}" if co is not None and cb is not None else "",
-                     ""])
+        rows.append(
+            [
+                "  added (ours - baseline)",
+                c,
+                "",
+                "",
+                "",
+                f"{o.p50 - b.p50:+.2f}",
+                f"{o.p99 - b.p99:+.2f}",
+                f"{o.mean - b.mean:+.2f}",
+                "",
+                f"{co - cb:+,.0f}" if co is not None and cb is not None else "",
+                "",
+            ]
+        )
     errors = [f"{name} c={c}: {r.error_sample}" for (name, c), r in results.items() if r.error_sample]
     print()
-    print(table(
-        "HTTP: non-streaming chat completions, max_tokens=1 (latency in milliseconds, client-measured)",
-        ["server", "conc", "requests", "errors", "req/s", "p50 ms", "p99 ms", "mean ms", "max ms",
-         "srv cpu us/req", "client cpu"], rows,
-        [f"ours: python app.py {' '.join('--set ' + s for s in SERVER_SETTINGS)}",
-         "baseline: bare FastAPI endpoint (parse JSON, return a chat.completion body) under the same uvicorn",
-         f"{duration:g}s measured per cell after {warmup:g}s warm-up, in {rounds} alternating round(s); "
-         f"client and servers share {os.cpu_count()} CPUs; client cpu near 100% means req/s is client-bound "
-         "(httpx costs more CPU per request than either server)",
-         "srv cpu us/req: server process CPU time (/proc) over the measured window / requests answered",
-         *(f"first error: {e}" for e in errors)],
-    ))
+    print(
+        table(
+            "HTTP: non-streaming chat completions, max_tokens=1 (latency in milliseconds, client-measured)",
+            [
+                "server",
+                "conc",
+                "requests",
+                "errors",
+                "req/s",
+                "p50 ms",
+                "p99 ms",
+                "mean ms",
+                "max ms",
+                "srv cpu us/req",
+                "client cpu",
+            ],
+            rows,
+            [
+                f"ours: python app.py {' '.join('--set ' + s for s in SERVER_SETTINGS)}",
+                "baseline: bare FastAPI endpoint (parse JSON, return a chat.completion body) under the same uvicorn",
+                f"{duration:g}s measured per cell after {warmup:g}s warm-up, in {rounds} alternating round(s); "
+                f"client and servers share {os.cpu_count()} CPUs; client cpu near 100% means req/s is client-bound "
+                "(httpx costs more CPU per request than either server)",
+                "srv cpu us/req: server process CPU time (/proc) over the measured window / requests answered",
+                *(f"first error: {e}" for e in errors),
+            ],
+        )
+    )
     o, b = stats[("ours", 1)], stats[("baseline", 1)]
     added_p50, added_p99 = o.p50 - b.p50, o.p99 - b.p99
-    summary.append(["HTTP added p50 @ concurrency 1", f"< {ADDED_P50_TARGET_MS:g} ms", f"{added_p50:.2f} ms",
-                    "PASS" if added_p50 < ADDED_P50_TARGET_MS else "MISS"])
+    summary.append(
+        [
+            "HTTP added p50 @ concurrency 1",
+            f"< {ADDED_P50_TARGET_MS:g} ms",
+            f"{added_p50:.2f} ms",
+            "PASS" if added_p50 < ADDED_P50_TARGET_MS else "MISS",
+        ]
+    )
     summary.append(["HTTP added p99 @ concurrency 1", "(info)", f"{added_p99:.2f} ms", "-"])
     total_errors = sum(r.errors for r in results.values())
     summary.append(["HTTP errors (all cells)", "0", str(total_errors), "PASS" if total_errors == 0 else "MISS"])
@@ -168,16 +216,24 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     started = time.monotonic()
-    print(f"bench/scheduler.py  mode={'quick' if args.quick else 'full'}  python {platform.python_version()}  "
-          f"uvicorn {uvicorn.__version__}  cpus={os.cpu_count()}  {platform.machine()}")
+    print(
+        f"bench/scheduler.py  mode={'quick' if args.quick else 'full'}  python {platform.python_version()}  "
+        f"uvicorn {uvicorn.__version__}  cpus={os.cpu_count()}  {platform.machine()}"
+    )
     summary: list[list[object]] = []
     if not args.skip_queue:
         run_part1(args, summary)
     if not args.skip_http:
         run_part2(args, summary)
     print()
-    print(table("Summary", ["target", "goal", "measured", "result"], summary,
-                [f"total run time {time.monotonic() - started:.1f}s"]))
+    print(
+        table(
+            "Summary",
+            ["target", "goal", "measured", "result"],
+            summary,
+            [f"total run time {time.monotonic() - started:.1f}s"],
+        )
+    )
     return 0
 
 

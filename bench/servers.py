@@ -44,9 +44,16 @@ class ServerProcess:
     benchmark, which then stops the server (SIGINT, then SIGKILL to the whole group, so vLLM's
     EngineCore and worker processes go too). Its output goes to a log file, kept if it failed."""
 
-    def __init__(self, name: str, argv: list[str], port: int, health: str = "/healthz",
-                 env: dict[str, str] | None = None, start_timeout_s: float = 240.0,
-                 log_prefix: str = "bench") -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        port: int,
+        health: str = "/healthz",
+        env: dict[str, str] | None = None,
+        start_timeout_s: float = 240.0,
+        log_prefix: str = "bench",
+    ) -> None:
         self.name, self.argv, self.port, self.health = name, argv, port, health
         self.url = f"http://127.0.0.1:{port}"
         self.env = {**os.environ, **(env or {})}
@@ -68,8 +75,15 @@ class ServerProcess:
 
     def start(self) -> None:
         self._started = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def check_ready(self) -> bool:
         """One health probe; raises when the server died or is past its start time-out."""
@@ -78,8 +92,9 @@ class ServerProcess:
         assert self.proc is not None
         if self.proc.poll() is not None:
             self.failed = True
-            raise RuntimeError(f"{self.name} server exited with {self.proc.returncode} while starting; "
-                               f"log: {self.log.name}")
+            raise RuntimeError(
+                f"{self.name} server exited with {self.proc.returncode} while starting; log: {self.log.name}"
+            )
         try:
             ok = httpx.get(self.url + self.health, timeout=1).status_code == 200
         except httpx.HTTPError:
@@ -88,8 +103,7 @@ class ServerProcess:
             self.ready_after_s = time.monotonic() - self._started
         elif time.monotonic() - self._started > self.start_timeout_s:
             self.failed = True
-            raise RuntimeError(f"{self.name} server not healthy after {self.start_timeout_s:g} s; "
-                               f"log: {self.log.name}")
+            raise RuntimeError(f"{self.name} server not healthy after {self.start_timeout_s:g} s; log: {self.log.name}")
         return ok
 
     def wait_ready(self, step_s: float = 0.05, progress: bool = False) -> None:
@@ -144,8 +158,9 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def running_server(name: str, argv: list[str], port: int, health: str = "/healthz",
-                   start_timeout_s: float = 30.0) -> Iterator[ServerProcess]:
+def running_server(
+    name: str, argv: list[str], port: int, health: str = "/healthz", start_timeout_s: float = 30.0
+) -> Iterator[ServerProcess]:
     """Start, wait until healthy, yield, and always stop."""
     server = ServerProcess(name, argv, port, health, start_timeout_s=start_timeout_s)
     try:

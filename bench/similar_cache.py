@@ -52,10 +52,23 @@ TARGETS = {"false": 0.005, "hits": 0.40, "p50_ms": 2.0, "p99_ms": 10.0}
 
 def canonical(text: str, context: str = "bench") -> str:
     """A request as cache/keys.py writes it; only the last user text varies within a partition."""
-    return json.dumps({"v": 1, "namespace": context, "model": "sim", "max_tokens": 256, "temperature": 0.0,
-                       "top_p": None, "stop": [], "seed": None, "reasoning_effort": None,
-                       "messages": [["system", "You are helpful."], ["user", text]]},
-                      ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return json.dumps(
+        {
+            "v": 1,
+            "namespace": context,
+            "model": "sim",
+            "max_tokens": 256,
+            "temperature": 0.0,
+            "top_p": None,
+            "stop": [],
+            "seed": None,
+            "reasoning_effort": None,
+            "messages": [["system", "You are helpful."], ["user", text]],
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+        sort_keys=True,
+    )
 
 
 def new_index(max_entries: int, threshold: float = 0.0) -> SimilarIndex:
@@ -75,27 +88,43 @@ def part_pairs(rows: list[dict]) -> tuple[str, dict]:
     lines, curve = [], {}
     for method, guarded in (("lexical", False), ("lexical + guards", True)):
         for t in THRESHOLDS:
+
             def hit(s: tuple, t: float = t, guarded: bool = guarded) -> bool:
                 return s[1] is not None and s[1] >= t and (not guarded or s[2] is None)
+
             tp, fp = sum(map(hit, share)), sum(map(hit, differ))
             precision = tp / (tp + fp) if tp + fp else 1.0
             curve[(method, t)] = (tp / len(share), fp / len(differ), precision)
             mark = " <- default" if guarded and abs(t - DEFAULTS.threshold) < 1e-9 else ""
-            lines.append([method, f"{t:.2f}{mark}", f"{tp / len(share):.1%}", f"{fp / len(differ):.2%} ({fp})",
-                          f"{precision:.2%}"])
-    out = table(f"Pairs: {len(rows)} ({len(share)} share, {len(differ)} differ), LSH threshold "
-                f"{DEFAULTS.lsh_threshold}, {DEFAULTS.num_perm} permutations",
-                ["method", "threshold", "hits on share (recall)", "false hits on differ", "precision"], lines)
+            lines.append(
+                [
+                    method,
+                    f"{t:.2f}{mark}",
+                    f"{tp / len(share):.1%}",
+                    f"{fp / len(differ):.2%} ({fp})",
+                    f"{precision:.2%}",
+                ]
+            )
+    out = table(
+        f"Pairs: {len(rows)} ({len(share)} share, {len(differ)} differ), LSH threshold "
+        f"{DEFAULTS.lsh_threshold}, {DEFAULTS.num_perm} permutations",
+        ["method", "threshold", "hits on share (recall)", "false hits on differ", "precision"],
+        lines,
+    )
     by_kind = Counter()
     for row, similarity, verdict in scored:
         ok = similarity is not None and similarity >= DEFAULTS.threshold and verdict is None
         by_kind[(row["label"], row["kind"], "n")] += 1
         by_kind[(row["label"], row["kind"], "hit")] += ok
     kinds = sorted({(lab, kind) for lab, kind, _ in by_kind})
-    out += "\n" + table(f"By kind at the default threshold {DEFAULTS.threshold} (with guards)",
-                        ["label", "kind", "pairs", "hits"],
-                        [[lab, kind, by_kind[(lab, kind, "n")], f"{by_kind[(lab, kind, 'hit')] / by_kind[(lab, kind, 'n')]:.1%}"]
-                         for lab, kind in kinds])
+    out += "\n" + table(
+        f"By kind at the default threshold {DEFAULTS.threshold} (with guards)",
+        ["label", "kind", "pairs", "hits"],
+        [
+            [lab, kind, by_kind[(lab, kind, "n")], f"{by_kind[(lab, kind, 'hit')] / by_kind[(lab, kind, 'n')]:.1%}"]
+            for lab, kind in kinds
+        ],
+    )
     return out, curve
 
 
@@ -144,20 +173,47 @@ def part_scale(entries: int, lookups: int) -> tuple[str, dict]:
         cpu[kind].append((time.thread_time() - start_cpu) * 1000)
         found += kind == "hit" and match is not None
     every, every_cpu = sorted(times["hit"] + times["miss"]), sorted(cpu["hit"] + cpu["miss"])
-    result = {"p50": percentile(every, 50), "p99": percentile(every, 99), "memory": memory * 100_000 / entries,
-              "cpu_p50": percentile(every_cpu, 50), "cpu_p99": percentile(every_cpu, 99)}
-    rows = [[kind, len(v), f"{percentile(sorted(v), 50):.3f}", f"{percentile(sorted(v), 99):.3f}",
-             f"{percentile(sorted(cpu[kind]), 50):.3f}", f"{percentile(sorted(cpu[kind]), 99):.3f}"]
-            for kind, v in times.items()]
-    rows.append(["all", len(every), f"{result['p50']:.3f}", f"{result['p99']:.3f}", f"{result['cpu_p50']:.3f}",
-                 f"{result['cpu_p99']:.3f}"])
-    out = table(f"Lookup at {entries:,} entries (50 partitions; LSH {DEFAULTS.lsh_threshold}, {DEFAULTS.num_perm} "
-                f"permutations, threshold {DEFAULTS.threshold})", ["lookups", "n", "p50 ms", "p99 ms", "CPU p50 ms", "CPU p99 ms"], rows,
-                [f"load average while it ran: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
-                 "(wall time includes waiting for a core; CPU time does not)",
-                 f"paraphrase lookups found their entry: {found}/{len(times['hit'])}",
-                 f"index memory: {memory / 2**20:.1f} MiB for {entries:,} entries = "
-                 f"{result['memory'] / 2**20:.1f} MiB per 100,000 (tracemalloc: MinHash LSH band tables + texts)"])
+    result = {
+        "p50": percentile(every, 50),
+        "p99": percentile(every, 99),
+        "memory": memory * 100_000 / entries,
+        "cpu_p50": percentile(every_cpu, 50),
+        "cpu_p99": percentile(every_cpu, 99),
+    }
+    rows = [
+        [
+            kind,
+            len(v),
+            f"{percentile(sorted(v), 50):.3f}",
+            f"{percentile(sorted(v), 99):.3f}",
+            f"{percentile(sorted(cpu[kind]), 50):.3f}",
+            f"{percentile(sorted(cpu[kind]), 99):.3f}",
+        ]
+        for kind, v in times.items()
+    ]
+    rows.append(
+        [
+            "all",
+            len(every),
+            f"{result['p50']:.3f}",
+            f"{result['p99']:.3f}",
+            f"{result['cpu_p50']:.3f}",
+            f"{result['cpu_p99']:.3f}",
+        ]
+    )
+    out = table(
+        f"Lookup at {entries:,} entries (50 partitions; LSH {DEFAULTS.lsh_threshold}, {DEFAULTS.num_perm} "
+        f"permutations, threshold {DEFAULTS.threshold})",
+        ["lookups", "n", "p50 ms", "p99 ms", "CPU p50 ms", "CPU p99 ms"],
+        rows,
+        [
+            f"load average while it ran: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+            "(wall time includes waiting for a core; CPU time does not)",
+            f"paraphrase lookups found their entry: {found}/{len(times['hit'])}",
+            f"index memory: {memory / 2**20:.1f} MiB for {entries:,} entries = "
+            f"{result['memory'] / 2**20:.1f} MiB per 100,000 (tracemalloc: MinHash LSH band tables + texts)",
+        ],
+    )
     return out, result
 
 
@@ -171,8 +227,13 @@ def part_replay(domain: str, requests: int, meanings_per_template: int) -> list[
             filled = fill(rng, lang, clauses)
             for values in [filled[0][0]] + [neg for _, neg, _ in filled]:
                 base = render(lang, clauses, values)
-                wordings = [base, render(lang, clauses, values, order=list(reversed(range(len(clauses))))),
-                            typo(rng, lang, base), punctuation(rng, lang, base), polite(rng, lang, base)]
+                wordings = [
+                    base,
+                    render(lang, clauses, values, order=list(reversed(range(len(clauses))))),
+                    typo(rng, lang, base),
+                    punctuation(rng, lang, base),
+                    polite(rng, lang, base),
+                ]
                 meanings.append((base, wordings, lang))  # a meaning is its base text: fills may repeat one
     meanings = list({m[0]: m for m in meanings}.values())
     rng.shuffle(meanings)
@@ -195,8 +256,15 @@ def part_replay(domain: str, requests: int, meanings_per_template: int) -> list[
         seen[text] = mid
         idx.add(f"d{n}", canonical(text))
         meaning_of[f"d{n}"] = mid
-    return [domain, requests, len(meanings), f"{exact / requests:.1%}", f"{(exact + similar) / requests:.1%}",
-            f"+{similar / requests:.1%}", f"{wrong} ({wrong / max(similar, 1):.2%} of similar hits)"]
+    return [
+        domain,
+        requests,
+        len(meanings),
+        f"{exact / requests:.1%}",
+        f"{(exact + similar) / requests:.1%}",
+        f"+{similar / requests:.1%}",
+        f"{wrong} ({wrong / max(similar, 1):.2%} of similar hits)",
+    ]
 
 
 def main() -> None:
@@ -211,24 +279,49 @@ def main() -> None:
     scale_table, scale = part_scale(entries, 2_000 if args.quick else 4_000)
     print(scale_table)
     replays = [part_replay(d, 2_000 if args.quick else 10_000, 6) for d in ("script", "chat")]
-    print(table("Replayed workloads: hit rate of the exact cache alone, and with similar questions (defaults)",
-                ["workload", "requests", "meanings", "exact", "exact + similar", "similar adds", "wrong answers"],
-                replays, ["each request: a meaning by Zipf (s = 1.1), worded as the base half the time, else one of "
-                          "4 paraphrases; hard negatives are meanings of their own"]))
+    print(
+        table(
+            "Replayed workloads: hit rate of the exact cache alone, and with similar questions (defaults)",
+            ["workload", "requests", "meanings", "exact", "exact + similar", "similar adds", "wrong answers"],
+            replays,
+            [
+                "each request: a meaning by Zipf (s = 1.1), worded as the base half the time, else one of "
+                "4 paraphrases; hard negatives are meanings of their own"
+            ],
+        )
+    )
     hits, false, _ = curve[("lexical + guards", DEFAULTS.threshold)]
     summary = [
         ["false hits on hard negatives", f"<= {TARGETS['false']:.1%}", f"{false:.2%}", false <= TARGETS["false"]],
         ["hits on should-share pairs", f">= {TARGETS['hits']:.0%}", f"{hits:.1%}", hits >= TARGETS["hits"]],
-        [f"lookup p50 at {entries:,}", f"<= {TARGETS['p50_ms']} ms", f"{scale['p50']:.3f} ms", scale["p50"] <= TARGETS["p50_ms"]],
-        [f"lookup p99 at {entries:,}", f"<= {TARGETS['p99_ms']} ms", f"{scale['p99']:.3f} ms", scale["p99"] <= TARGETS["p99_ms"]],
-        [f"lookup CPU p50 / p99 at {entries:,}", f"<= {TARGETS['p50_ms']} / {TARGETS['p99_ms']} ms",
-         f"{scale['cpu_p50']:.3f} / {scale['cpu_p99']:.3f} ms",
-         scale["cpu_p50"] <= TARGETS["p50_ms"] and scale["cpu_p99"] <= TARGETS["p99_ms"]],
+        [
+            f"lookup p50 at {entries:,}",
+            f"<= {TARGETS['p50_ms']} ms",
+            f"{scale['p50']:.3f} ms",
+            scale["p50"] <= TARGETS["p50_ms"],
+        ],
+        [
+            f"lookup p99 at {entries:,}",
+            f"<= {TARGETS['p99_ms']} ms",
+            f"{scale['p99']:.3f} ms",
+            scale["p99"] <= TARGETS["p99_ms"],
+        ],
+        [
+            f"lookup CPU p50 / p99 at {entries:,}",
+            f"<= {TARGETS['p50_ms']} / {TARGETS['p99_ms']} ms",
+            f"{scale['cpu_p50']:.3f} / {scale['cpu_p99']:.3f} ms",
+            scale["cpu_p50"] <= TARGETS["p50_ms"] and scale["cpu_p99"] <= TARGETS["p99_ms"],
+        ],
         ["index memory per 100,000 entries", "stated", f"{scale['memory'] / 2**20:.1f} MiB", True],
     ]
-    print(table(f"Summary (defaults: threshold {DEFAULTS.threshold}, LSH {DEFAULTS.lsh_threshold}, "
-                f"{DEFAULTS.num_perm} permutations)", ["target", "goal", "measured", "result"],
-                [[a, b, c, "PASS" if ok else "MISS"] for a, b, c, ok in summary]))
+    print(
+        table(
+            f"Summary (defaults: threshold {DEFAULTS.threshold}, LSH {DEFAULTS.lsh_threshold}, "
+            f"{DEFAULTS.num_perm} permutations)",
+            ["target", "goal", "measured", "result"],
+            [[a, b, c, "PASS" if ok else "MISS"] for a, b, c, ok in summary],
+        )
+    )
 
 
 if __name__ == "__main__":

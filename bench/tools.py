@@ -33,16 +33,33 @@ from bench.common import SIM_SERVER_SETTINGS, Progress, note, table
 from bench.machine import process_cpu_s
 from bench.servers import app_argv, free_port, running_server, venv_python
 
-TOOL = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]},
-                                     "days": {"type": "integer", "minimum": 1, "maximum": 7}},
-    "required": ["city", "unit", "days"]}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            },
+            "required": ["city", "unit", "days"],
+        },
+    },
+}
 STREAMS = 256
 
 
 def body(tools: bool, max_tokens: int) -> dict:
-    request = {"model": "sim", "messages": [{"role": "user", "content": "What is the weather in Oslo?"}],
-               "max_tokens": max_tokens, "stream": True, "stream_options": {"include_usage": True}}
+    request = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": "What is the weather in Oslo?"}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     return {**request, "tools": [TOOL]} if tools else request
 
 
@@ -58,9 +75,16 @@ async def cell(url: str, pid: int, tools: bool, max_tokens: int) -> tuple[float,
 
 
 async def over_http(rounds: int, harmony: bool) -> tuple[list[list[object]], int]:
-    settings = [*SIM_SERVER_SETTINGS, "engine.sim.token_latency_ms=5", "engine.sim.natural_stop=false",
-                "scheduler.max_concurrency=256", "scheduler.limit.adaptive=false", "server.ui=false",
-                "cache.enabled=false", f"engine.sim.harmony={str(harmony).lower()}"]
+    settings = [
+        *SIM_SERVER_SETTINGS,
+        "engine.sim.token_latency_ms=5",
+        "engine.sim.natural_stop=false",
+        "scheduler.max_concurrency=256",
+        "scheduler.limit.adaptive=false",
+        "server.ui=false",
+        "cache.enabled=false",
+        f"engine.sim.harmony={str(harmony).lower()}",
+    ]
     port = free_port()
     per_delta: dict[bool, list[float]] = {False: [], True: []}
     tokens: dict[bool, int] = {False: 0, True: 0}
@@ -78,8 +102,15 @@ async def over_http(rounds: int, harmony: bool) -> tuple[list[list[object]], int
                 failures += failed
                 progress.update(done - 1)
         progress.done()
-    rows = [[name, f"{tokens[flag]:,}", f"{statistics.median(per_delta[flag]):.1f}",
-             " / ".join(f"{v:.1f}" for v in per_delta[flag])] for name, flag in (("tools off", False), ("tools on", True))]
+    rows = [
+        [
+            name,
+            f"{tokens[flag]:,}",
+            f"{statistics.median(per_delta[flag]):.1f}",
+            " / ".join(f"{v:.1f}" for v in per_delta[flag]),
+        ]
+        for name, flag in (("tools off", False), ("tools on", True))
+    ]
     added = statistics.median(per_delta[True]) - statistics.median(per_delta[False])
     rows.append(["added by tools", "", f"{added:+.1f}", f"{added / statistics.median(per_delta[False]):+.1%}"])
     return rows, failures
@@ -90,12 +121,14 @@ def parser_alone(pieces_count: int) -> list[list[object]]:
     from engine.hermes import ToolCallParser
 
     args = '{"city": "Oslo", "unit": "celsius", "days": 3}'
-    texts = {"<tool_call> (hermes)": f'<tool_call>\n{{"name": "get_weather", "arguments": {args}}}\n</tool_call>',
-             "harmony, tools on": f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{args}<|call|>",
-             "harmony, tools off": f"<|channel|>analysis<|message|>{args}<|end|>"}
+    texts = {
+        "<tool_call> (hermes)": f'<tool_call>\n{{"name": "get_weather", "arguments": {args}}}\n</tool_call>',
+        "harmony, tools on": f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{args}<|call|>",
+        "harmony, tools off": f"<|channel|>analysis<|message|>{args}<|end|>",
+    }
     rows = []
     for name, text in texts.items():
-        pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
+        pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
         make = ToolCallParser if name.startswith("<tool_call>") else lambda: HarmonyParser(tools="on" in name)  # noqa: B023
         runs = max(1, pieces_count // len(pieces))
         start = time.perf_counter()
@@ -104,7 +137,9 @@ def parser_alone(pieces_count: int) -> list[list[object]]:
             for piece in pieces:
                 parser.feed(piece)
             parser.finish()
-        rows.append([name, f"{runs * len(pieces):,}", f"{(time.perf_counter() - start) / (runs * len(pieces)) * 1e6:.2f}"])
+        rows.append(
+            [name, f"{runs * len(pieces):,}", f"{(time.perf_counter() - start) / (runs * len(pieces)) * 1e6:.2f}"]
+        )
     return rows
 
 
@@ -115,12 +150,22 @@ def main() -> int:
     args = parser.parse_args()
     note(f"[tools] {STREAMS} concurrent streams per cell; server on the simulator")
     rows, failures = asyncio.run(over_http(2 if args.quick else 6, args.harmony))
-    print(table(f"Server CPU per engine delta, {STREAMS} concurrent streams"
-                + (" (harmony)" if args.harmony else " (<tool_call> form)"),
-                ["", "deltas", "us per delta (median)", "per cell"], rows,
-                [f"failed requests: {failures}"]))
-    print(table("Parser alone, one call in 4-character pieces", ["parser", "pieces", "us per piece"],
-                parser_alone(20_000 if args.quick else 200_000)))
+    print(
+        table(
+            f"Server CPU per engine delta, {STREAMS} concurrent streams"
+            + (" (harmony)" if args.harmony else " (<tool_call> form)"),
+            ["", "deltas", "us per delta (median)", "per cell"],
+            rows,
+            [f"failed requests: {failures}"],
+        )
+    )
+    print(
+        table(
+            "Parser alone, one call in 4-character pieces",
+            ["parser", "pieces", "us per piece"],
+            parser_alone(20_000 if args.quick else 200_000),
+        )
+    )
     return 1 if failures else 0
 
 

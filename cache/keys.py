@@ -45,8 +45,9 @@ def is_cacheable(request: KeyedRequest, mode: str) -> bool:
     return request.temperature == 0 or request.seed is not None
 
 
-def make_key(request: KeyedRequest, config: CacheConfig,
-             digest: Callable[[bytes], str] = lambda b: hashlib.sha256(b).hexdigest()) -> CacheKey:
+def make_key(
+    request: KeyedRequest, config: CacheConfig, digest: Callable[[bytes], str] = lambda b: hashlib.sha256(b).hexdigest()
+) -> CacheKey:
     messages = [[role, normalize(text, config), *extra] for role, text, *extra in request.messages]
     options = {"options": request.options} if request.options else {}
     canonical = json.dumps(
@@ -63,7 +64,9 @@ def make_key(request: KeyedRequest, config: CacheConfig,
             "seed": request.seed,
             "reasoning_effort": request.reasoning_effort,
         },
-        ensure_ascii=False, separators=(",", ":"), sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
+        sort_keys=True,
     )
     return CacheKey(digest(canonical.encode("utf-8")), canonical)
 

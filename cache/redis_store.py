@@ -104,9 +104,16 @@ class RedisResponseCache:
 
     def stats(self) -> dict[str, Any]:
         lookups = self.hits + self.misses
-        return {"object": "cache.stats", "enabled": True, "backend": "redis", "hits": self.hits,
-                "misses": self.misses, "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
-                "errors": self.errors, "ttl_s": self.config.ttl_s}
+        return {
+            "object": "cache.stats",
+            "enabled": True,
+            "backend": "redis",
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
+            "errors": self.errors,
+            "ttl_s": self.config.ttl_s,
+        }
 
     def _client(self) -> Redis:
         if self._redis is None:

@@ -27,8 +27,13 @@ class Pairing:
 class SimilarAnswers:
     def __init__(self, config: SimilarCacheConfig, max_entries: int) -> None:
         self.config = config
-        self.index = SimilarIndex(max_entries, config.threshold, min(config.lsh_threshold, config.threshold),
-                                  config.num_perm, config.max_candidates)
+        self.index = SimilarIndex(
+            max_entries,
+            config.threshold,
+            min(config.lsh_threshold, config.threshold),
+            config.num_perm,
+            config.max_candidates,
+        )
         self._blocked: set[Pairing] = set()
         self._served: OrderedDict[str, Pairing] = OrderedDict()
         self.hits = 0
@@ -52,8 +57,9 @@ class SimilarAnswers:
     # the request path
     def find(self, key: CacheKey) -> Match | None:
         """The most similar stored request that no guard refuses and no report blocked."""
-        return self.index.match(key.canonical, skip=lambda digest: digest == key.digest
-                                or Pairing(digest, key.digest) in self._blocked)
+        return self.index.match(
+            key.canonical, skip=lambda digest: digest == key.digest or Pairing(digest, key.digest) in self._blocked
+        )
 
     def served(self, response_id: str, pairing: Pairing) -> None:
         """Remember which pairing answered `response_id`, so feedback may name just the id."""
@@ -77,6 +83,12 @@ class SimilarAnswers:
         return pairing in self._blocked
 
     def stats(self) -> dict[str, object]:
-        return {"enabled": True, "hits": self.hits, "false_hit_reports": self.false_hits,
-                "blocked_pairings": len(self._blocked), "indexed": len(self.index),
-                "threshold": self.config.threshold, "refused_by_guard": dict(self.index.refused)}
+        return {
+            "enabled": True,
+            "hits": self.hits,
+            "false_hit_reports": self.false_hits,
+            "blocked_pairings": len(self._blocked),
+            "indexed": len(self.index),
+            "threshold": self.config.threshold,
+            "refused_by_guard": dict(self.index.refused),
+        }

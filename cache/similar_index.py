@@ -36,6 +36,7 @@ class _Entry:
     text: str
     hashes: array  # the shingles' hash() values: the exact Jaccard without shingling the text again
 
+
 def split_canonical(canonical: str) -> tuple[str, str] | None:
     """(context digest, last user text) of a canonical request, or None when the conversation
     does not end with a plain user message (a tool result, say): those never match by similarity."""
@@ -54,8 +55,9 @@ def split_canonical(canonical: str) -> tuple[str, str] | None:
 class SimilarIndex:
     """At most `max_entries` entries (the oldest go first; the cache removes its evicted ones too)."""
 
-    def __init__(self, max_entries: int, threshold: float, lsh_threshold: float, num_perm: int = 32,
-                 max_candidates: int = 8) -> None:
+    def __init__(
+        self, max_entries: int, threshold: float, lsh_threshold: float, num_perm: int = 32, max_candidates: int = 8
+    ) -> None:
         self.max_entries = max_entries
         self.threshold = threshold
         self.max_candidates = max_candidates
@@ -109,7 +111,7 @@ class SimilarIndex:
         if split is None:  # no candidates (a request that has some always splits)
             return None
         mine = features(split[1])
-        for similarity, digest in scored[:self.max_candidates]:
+        for similarity, digest in scored[: self.max_candidates]:
             why = refusal(mine, features(self._entries[digest].text))
             if why is None:
                 return Match(digest, round(similarity, 4))

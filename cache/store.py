@@ -69,8 +69,9 @@ class _Indexed:
 
 
 class ResponseCache:
-    def __init__(self, config: CacheConfig, clock: Callable[[], float] = time.time,
-                 similar: SimilarAnswers | None = None) -> None:
+    def __init__(
+        self, config: CacheConfig, clock: Callable[[], float] = time.time, similar: SimilarAnswers | None = None
+    ) -> None:
         self.config = config
         self.clock = clock
         self.similar = similar  # kept in step with the entries below: added, dropped, rebuilt at open
@@ -84,8 +85,10 @@ class ResponseCache:
 
     async def open(self) -> None:
         await self._file.open(self._setup)
-        self._tasks = [asyncio.create_task(self._write_forever(), name="cache-writer"),
-                       asyncio.create_task(self._purge_forever(), name="cache-purge")]
+        self._tasks = [
+            asyncio.create_task(self._write_forever(), name="cache-writer"),
+            asyncio.create_task(self._purge_forever(), name="cache-purge"),
+        ]
 
     async def close(self) -> None:
         if not self._file.is_open:
@@ -139,8 +142,9 @@ class ResponseCache:
         """Never serve `pairing.source`'s answer to `pairing.request` again (kept in the file)."""
         if self.similar is None or not self.similar.block(pairing):
             return False
-        self._writes.put_nowait(("INSERT OR IGNORE INTO similar_blocks VALUES (?, ?, ?)",
-                                 (pairing.source, pairing.request, self.clock())))
+        self._writes.put_nowait(
+            ("INSERT OR IGNORE INTO similar_blocks VALUES (?, ?, ?)", (pairing.source, pairing.request, self.clock()))
+        )
         return True
 
     async def _row(self, digest: str) -> tuple[str, str] | None:
@@ -148,8 +152,9 @@ class ResponseCache:
         if row is not None:
             return row
         try:
-            async with self._file.connected().execute("SELECT canonical, response FROM entries WHERE key = ?",
-                                                 (digest,)) as cur:
+            async with self._file.connected().execute(
+                "SELECT canonical, response FROM entries WHERE key = ?", (digest,)
+            ) as cur:
                 found = await cur.fetchone()
         except sqlite3.Error as exc:
             log.warning("cache read failed: %s", exc)
@@ -195,13 +200,25 @@ class ResponseCache:
     def stats(self) -> dict[str, Any]:
         similar_hits = self.similar.hits if self.similar is not None else 0
         lookups = self.hits + self.misses + similar_hits
-        stats = {"object": "cache.stats", "enabled": self._file.is_open, "entries": len(self._index),
-                 "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
-                 "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
-                 "evictions": self.evictions, "expired": self.expired,
-                 "max_entries": self.config.max_entries, "max_bytes": self.config.max_bytes, "ttl_s": self.config.ttl_s}
+        stats = {
+            "object": "cache.stats",
+            "enabled": self._file.is_open,
+            "entries": len(self._index),
+            "bytes": self._bytes,
+            "hits": self.hits,
+            "misses": self.misses,
+            "hit_rate": round(self.hits / lookups, 4) if lookups else 0.0,
+            "evictions": self.evictions,
+            "expired": self.expired,
+            "max_entries": self.config.max_entries,
+            "max_bytes": self.config.max_bytes,
+            "ttl_s": self.config.ttl_s,
+        }
         if self.similar is not None:  # similar hits apart: neither `hits` nor `misses` counts them
-            stats["similar"] = {**self.similar.stats(), "hit_rate": round(similar_hits / lookups, 4) if lookups else 0.0}
+            stats["similar"] = {
+                **self.similar.stats(),
+                "hit_rate": round(similar_hits / lookups, 4) if lookups else 0.0,
+            }
         return stats
 
     def purge_expired(self) -> int:

@@ -41,8 +41,10 @@ _SCHEMA = (
         reason TEXT NOT NULL, created REAL NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
 )
-_INSERT_MESSAGE = ("INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, "
-                   "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, "
+    "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 STREAMING, INTERRUPTED = "streaming", "interrupted"
 ROLES = ("user", "assistant")
 OUTCOMES = ("", "done", "stopped", "refused", "failed", STREAMING, INTERRUPTED)
@@ -133,15 +135,19 @@ class HistoryStore:
     async def _setup(self, db: aiosqlite.Connection) -> None:
         for statement in _SCHEMA:
             await db.execute(statement)
-        await db.execute("UPDATE messages SET outcome = ?, reason = ? WHERE outcome = ?",
-                         (INTERRUPTED, "the server stopped during this answer", STREAMING))
+        await db.execute(
+            "UPDATE messages SET outcome = ?, reason = ? WHERE outcome = ?",
+            (INTERRUPTED, "the server stopped during this answer", STREAMING),
+        )
 
     async def create(self, owner: str, title: str, settings: dict[str, Any], created: float | None = None) -> str:
         conversation_id = uuid.uuid4().hex
         now = self.clock() if created is None else created
         async with self._file.transaction() as db:
-            await db.execute("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
-                             (conversation_id, owner, title_from(title), now, now, json.dumps(settings)))
+            await db.execute(
+                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, owner, title_from(title), now, now, json.dumps(settings)),
+            )
             await self._bound_conversations(db, owner)
         return conversation_id
 
@@ -153,8 +159,10 @@ class HistoryStore:
         args: builtins.list[str | int] = [owner]
         if query.strip():
             like = "%" + query.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            sql += (" AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m WHERE "
-                    "m.conversation_id = conversations.id AND m.content LIKE ? ESCAPE '\\'))")
+            sql += (
+                " AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m WHERE "
+                "m.conversation_id = conversations.id AND m.content LIKE ? ESCAPE '\\'))"
+            )
             args += [like, like]
         sql += " ORDER BY updated DESC, rowid DESC LIMIT ?"
         args.append(limit or self.config.max_conversations)
@@ -165,26 +173,34 @@ class HistoryStore:
         if not self._file.is_open:
             return None
         db = self._file.connected()
-        async with db.execute("SELECT id, title, created, updated, settings FROM conversations "
-                              "WHERE id = ? AND owner = ?", (conversation_id, owner)) as cursor:
+        async with db.execute(
+            "SELECT id, title, created, updated, settings FROM conversations WHERE id = ? AND owner = ?",
+            (conversation_id, owner),
+        ) as cursor:
             row = await cursor.fetchone()
         if row is None:
             return None
-        async with db.execute("SELECT role, content, reasoning, details, outcome, reason, created, id "
-                              "FROM messages WHERE conversation_id = ? ORDER BY id", (row[0],)) as cursor:
-            messages = [StoredMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], r[7])
-                        async for r in cursor]
+        async with db.execute(
+            "SELECT role, content, reasoning, details, outcome, reason, created, id "
+            "FROM messages WHERE conversation_id = ? ORDER BY id",
+            (row[0],),
+        ) as cursor:
+            messages = [StoredMessage(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], r[7]) async for r in cursor]
         return Conversation(row[0], row[1], row[2], row[3], json.loads(row[4]), messages)
 
     async def rename(self, owner: str, conversation_id: str, title: str) -> bool:
         if not title.strip():
             return False
-        return await self._change("UPDATE conversations SET title = ? WHERE id = ? AND owner = ?",
-                                  (" ".join(title.split())[:200], conversation_id, owner))
+        return await self._change(
+            "UPDATE conversations SET title = ? WHERE id = ? AND owner = ?",
+            (" ".join(title.split())[:200], conversation_id, owner),
+        )
 
     async def save_settings(self, owner: str, conversation_id: str, settings: dict[str, Any]) -> bool:
-        return await self._change("UPDATE conversations SET settings = ? WHERE id = ? AND owner = ?",
-                                  (json.dumps(settings), conversation_id, owner))
+        return await self._change(
+            "UPDATE conversations SET settings = ? WHERE id = ? AND owner = ?",
+            (json.dumps(settings), conversation_id, owner),
+        )
 
     async def delete(self, owner: str, conversation_id: str) -> bool:
         if not self._file.is_open:
@@ -203,13 +219,25 @@ class HistoryStore:
             if not await self._owns(db, owner, conversation_id):
                 return None
             created = message.created or self.clock()
-            cursor = await db.execute(_INSERT_MESSAGE, (
-                conversation_id, message.role, message.content, message.reasoning, json.dumps(message.details),
-                message.outcome, message.reason, created))
+            cursor = await db.execute(
+                _INSERT_MESSAGE,
+                (
+                    conversation_id,
+                    message.role,
+                    message.content,
+                    message.reasoning,
+                    json.dumps(message.details),
+                    message.outcome,
+                    message.reason,
+                    created,
+                ),
+            )
             await self._touch(db, conversation_id, created)
-            await db.execute("DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
-                             "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?)",
-                             (conversation_id, conversation_id, self.config.max_messages))
+            await db.execute(
+                "DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
+                "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?)",
+                (conversation_id, conversation_id, self.config.max_messages),
+            )
             return cursor.lastrowid
 
     async def update(self, owner: str, conversation_id: str, message_id: int, message: StoredMessage) -> bool:
@@ -222,8 +250,16 @@ class HistoryStore:
             cursor = await db.execute(
                 "UPDATE messages SET content = ?, reasoning = ?, details = ?, outcome = ?, reason = ? "
                 "WHERE id = ? AND conversation_id = ?",
-                (message.content, message.reasoning, json.dumps(message.details), message.outcome, message.reason,
-                 message_id, conversation_id))
+                (
+                    message.content,
+                    message.reasoning,
+                    json.dumps(message.details),
+                    message.outcome,
+                    message.reason,
+                    message_id,
+                    conversation_id,
+                ),
+            )
             await self._touch(db, conversation_id, self.clock())
             return cursor.rowcount > 0
 
@@ -235,8 +271,11 @@ class HistoryStore:
         async with self._file.transaction() as db:
             if not await self._owns(db, owner, conversation_id):
                 return False
-            await db.execute("DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
-                             "WHERE conversation_id = ? ORDER BY id LIMIT ?)", (conversation_id, conversation_id, keep))
+            await db.execute(
+                "DELETE FROM messages WHERE conversation_id = ? AND id NOT IN (SELECT id FROM messages "
+                "WHERE conversation_id = ? ORDER BY id LIMIT ?)",
+                (conversation_id, conversation_id, keep),
+            )
             return True
 
     async def import_conversations(self, owner: str, items: Sequence[Imported]) -> builtins.list[str]:
@@ -249,8 +288,14 @@ class HistoryStore:
             await self._insert(db, owner, list(zip(ids, items)))
         return ids
 
-    async def import_conversation(self, owner: str, title: str, settings: dict[str, Any],
-                                  messages: builtins.list[StoredMessage], created: float | None = None) -> str:
+    async def import_conversation(
+        self,
+        owner: str,
+        title: str,
+        settings: dict[str, Any],
+        messages: builtins.list[StoredMessage],
+        created: float | None = None,
+    ) -> str:
         """One conversation, as import_conversations writes a file's (bench/history.py fills with it)."""
         (conversation_id,) = await self.import_conversations(owner, [Imported(title, settings, messages, created)])
         return conversation_id
@@ -264,8 +309,9 @@ class HistoryStore:
 
     @staticmethod
     async def _owns(db: aiosqlite.Connection, owner: str, conversation_id: str) -> bool:
-        async with db.execute("SELECT 1 FROM conversations WHERE id = ? AND owner = ?",
-                              (conversation_id, owner)) as cursor:
+        async with db.execute(
+            "SELECT 1 FROM conversations WHERE id = ? AND owner = ?", (conversation_id, owner)
+        ) as cursor:
             return await cursor.fetchone() is not None
 
     @staticmethod
@@ -273,8 +319,10 @@ class HistoryStore:
         await db.execute("UPDATE conversations SET updated = MAX(updated, ?) WHERE id = ?", (when, conversation_id))
 
     async def _bound_conversations(self, db: aiosqlite.Connection, owner: str) -> None:
-        async with db.execute("SELECT id FROM conversations WHERE owner = ? ORDER BY updated DESC, rowid DESC "
-                              "LIMIT -1 OFFSET ?", (owner, self.config.max_conversations)) as cursor:
+        async with db.execute(
+            "SELECT id FROM conversations WHERE owner = ? ORDER BY updated DESC, rowid DESC LIMIT -1 OFFSET ?",
+            (owner, self.config.max_conversations),
+        ) as cursor:
             old = [row[0] async for row in cursor]
         for conversation_id in old:
             await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
@@ -294,18 +342,28 @@ class HistoryStore:
         if held + len(items) > limit:
             raise ImportProblem("would_drop", n=held + len(items) - limit, limit=limit)
 
-    async def _insert(self, db: aiosqlite.Connection, owner: str,
-                      pairs: builtins.list[tuple[str, Imported]]) -> None:
+    async def _insert(self, db: aiosqlite.Connection, owner: str, pairs: builtins.list[tuple[str, Imported]]) -> None:
         """Every row built first (a value JSON cannot hold fails before any write), then two inserts."""
         now = self.clock()
         conversations: builtins.list[tuple] = []  # `list` in this class is the method
         messages: builtins.list[tuple] = []
         for conversation_id, item in reversed(pairs):  # the file's first conversation ends up at the top
             created = item.created or now
-            conversations.append((conversation_id, owner, title_from(item.title), created, now,
-                                  json.dumps(item.settings)))
-            messages += [(conversation_id, m.role, m.content, m.reasoning, json.dumps(m.details),
-                          INTERRUPTED if m.outcome == STREAMING else m.outcome, m.reason, m.created or created)
-                         for m in item.messages]
+            conversations.append(
+                (conversation_id, owner, title_from(item.title), created, now, json.dumps(item.settings))
+            )
+            messages += [
+                (
+                    conversation_id,
+                    m.role,
+                    m.content,
+                    m.reasoning,
+                    json.dumps(m.details),
+                    INTERRUPTED if m.outcome == STREAMING else m.outcome,
+                    m.reason,
+                    m.created or created,
+                )
+                for m in item.messages
+            ]
         await db.executemany("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)", conversations)
         await db.executemany(_INSERT_MESSAGE, messages)

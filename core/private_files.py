@@ -111,7 +111,11 @@ def _tighten_folder(path: Path) -> None:
     except PermissionError:
         if path not in _warned_folders:
             _warned_folders.add(path)
-            log.warning("folder %s is open to group or others (mode %03o) and not ours to change: other local "
-                        "users may read the files kept there", path, mode)
+            log.warning(
+                "folder %s is open to group or others (mode %03o) and not ours to change: other local "
+                "users may read the files kept there",
+                path,
+                mode,
+            )
         return
     log.warning("folder %s was open to group or others (mode %03o); made it owner-only (700)", path, mode)

@@ -25,9 +25,11 @@ Setup = Callable[[aiosqlite.Connection], Awaitable[None]]
 
 def schema(*statements: str) -> Setup:
     """A setup that runs these statements (CREATE ... IF NOT EXISTS) on a file just opened."""
+
     async def setup(db: aiosqlite.Connection) -> None:
         for statement in statements:
             await db.execute(statement)
+
     return setup
 
 
@@ -85,8 +87,9 @@ async def _roll_back(db: aiosqlite.Connection, log: logging.Logger) -> None:
         log.warning("a rollback failed after a failed change: %s", exc)
 
 
-async def open_or_set_aside(path: Path, setup: Setup, log: logging.Logger,
-                            clock: Callable[[], float] = time.time) -> aiosqlite.Connection:
+async def open_or_set_aside(
+    path: Path, setup: Setup, log: logging.Logger, clock: Callable[[], float] = time.time
+) -> aiosqlite.Connection:
     """`setup` creates the tables and reads what it keeps in memory; a DatabaseError there too
     means the file is unreadable."""
     private_sqlite(path)

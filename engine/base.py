@@ -24,7 +24,9 @@ class Capabilities:
     max_num_seqs: int = 0  # sequences the engine runs at once; 0: no fixed limit
     tool_format: ToolFormat | None = None  # None: the model cannot take tools
     unsupported_params: frozenset[str] = frozenset()  # request fields this engine cannot honour: a 400
-    serial_prefill: bool = False  # prompts prefill on the CPU threads that decode (llama.cpp, vLLM on a CPU): one lower at a time
+    serial_prefill: bool = (
+        False  # prompts prefill on the CPU threads that decode (llama.cpp, vLLM on a CPU): one lower at a time
+    )
 
 
 @dataclass(slots=True)
@@ -63,8 +65,13 @@ class EngineBackend(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
-                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt: ...
+    async def prepare(
+        self,
+        messages: list[ChatMessage],
+        reasoning_effort: str | None = None,
+        tools: tuple[Tool, ...] = (),
+        template_kwargs: dict | None = None,
+    ) -> Prompt: ...
 
     def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]: ...
 

@@ -33,8 +33,9 @@ def render(template: str, messages: list[ChatMessage], tools: tuple[Tool, ...]) 
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.filters["tojson"] = lambda value: json.dumps(value, ensure_ascii=False)
-    return env.from_string(template).render(messages=message_dicts(messages), tools=tool_dicts(tools) or None,
-                                            add_generation_prompt=True)
+    return env.from_string(template).render(
+        messages=message_dicts(messages), tools=tool_dicts(tools) or None, add_generation_prompt=True
+    )
 
 
 def message_dicts(messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -46,9 +47,10 @@ def message_dict(message: ChatMessage) -> dict[str, Any]:
     the names templates read it by: `thinking` (gpt-oss) and `reasoning_content`."""
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
-        out["tool_calls"] = [{"id": c.id, "type": "function",
-                              "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
-                             for c in message.tool_calls]
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c.arguments)}}
+            for c in message.tool_calls
+        ]
     if message.tool_call_id:
         out["tool_call_id"] = message.tool_call_id
     if message.name:
@@ -70,8 +72,10 @@ def openai_message(message: ChatMessage) -> dict[str, Any]:
 
 
 def tool_dicts(tools: tuple[Tool, ...]) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": t.parameters}} for t in tools]
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in tools
+    ]
 
 
 def _arguments(text: str) -> Any:

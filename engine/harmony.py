@@ -83,7 +83,7 @@ class HarmonyParser:
     def _end_message(self) -> Parsed:
         done = Parsed()
         if self.in_call:
-            name = (self._recipient or "")[len(FUNCTIONS):]
+            name = (self._recipient or "")[len(FUNCTIONS) :]
             calls = call_deltas(self._calls, name, self._arguments)
             if calls is None:
                 done = Parsed(answer=self._arguments, errors=1)
@@ -100,7 +100,7 @@ class HarmonyParser:
                 self._channel = ANSWER  # plain text after all: pass it through as the answer
                 return True
             return False
-        header, self._pending = self._pending[:at], self._pending[at + len(MESSAGE):]
+        header, self._pending = self._pending[:at], self._pending[at + len(MESSAGE) :]
         self._channel = _channel_of(header)
         found = _RECIPIENT.search(header)
         self._recipient = found.group(1) if found else None
@@ -111,7 +111,7 @@ class HarmonyParser:
         ends = [(at, marker) for marker in ENDS if (at := self._pending.find(marker)) >= 0]
         if ends:
             at, marker = min(ends)
-            body, self._pending = self._pending[:at], self._pending[at + len(marker):]
+            body, self._pending = self._pending[:at], self._pending[at + len(marker) :]
             return _unmarked(body), True
         keep = _partial_marker_len(self._pending)
         cut = len(self._pending) - keep
@@ -155,6 +155,11 @@ async def split_channels(deltas: AsyncIterator[Delta], tools: bool = False) -> A
             parsed += parser.finish()
         visible = parser.in_answer or parser.in_call or parsed.calls or parsed.errors
         reasoning_tokens = 0 if visible and not parsed.reasoning else delta.num_tokens
-        yield replace(delta, text=parsed.answer, reasoning=parsed.reasoning, reasoning_tokens=reasoning_tokens,
-                      tool_calls=delta.tool_calls + parsed.calls,
-                      tool_call_errors=delta.tool_call_errors + parsed.errors)
+        yield replace(
+            delta,
+            text=parsed.answer,
+            reasoning=parsed.reasoning,
+            reasoning_tokens=reasoning_tokens,
+            tool_calls=delta.tool_calls + parsed.calls,
+            tool_call_errors=delta.tool_call_errors + parsed.errors,
+        )

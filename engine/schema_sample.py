@@ -27,15 +27,54 @@ SOFT_DEPTH = 8  # past this: minimal values (required-only objects, shortest arr
 _HARD_DEPTH = 64  # past this the schema recurses with no way out
 SAMPLE_BUDGET_S = 0.2  # for one value, every `pattern` match included
 _LONGEST = 65_536  # characters or items: a larger minLength or minItems is not sampled
-_WORDS = ("sunny", "river", "apple", "cloud", "maple", "ocean", "tiger", "lemon", "stone", "piano",
-          "amber", "delta", "cedar", "coral", "eagle", "frost", "grape", "lunar", "mango", "north")
-_PATTERN_TRIES = ("abc", "ABC", "x", "12345", "42", "a1b2", "USD", "2024-05-17", "12:30", "alex@example.com",
-                  "+15551234567", "555-123-4567", "#ff8800", "v1.2.3", "")
+_WORDS = (
+    "sunny",
+    "river",
+    "apple",
+    "cloud",
+    "maple",
+    "ocean",
+    "tiger",
+    "lemon",
+    "stone",
+    "piano",
+    "amber",
+    "delta",
+    "cedar",
+    "coral",
+    "eagle",
+    "frost",
+    "grape",
+    "lunar",
+    "mango",
+    "north",
+)
+_PATTERN_TRIES = (
+    "abc",
+    "ABC",
+    "x",
+    "12345",
+    "42",
+    "a1b2",
+    "USD",
+    "2024-05-17",
+    "12:30",
+    "alex@example.com",
+    "+15551234567",
+    "555-123-4567",
+    "#ff8800",
+    "v1.2.3",
+    "",
+)
 _TIGHTER: dict[str, Callable[[Any, Any], Any]] = {
     **dict.fromkeys(("minimum", "exclusiveMinimum", "minLength", "minItems"), max),
-    **dict.fromkeys(("maximum", "exclusiveMaximum", "maxLength", "maxItems"), min)}
-_HINTS = (("object", ("properties", "required", "additionalProperties")), ("array", ("items", "prefixItems")),
-          ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")))
+    **dict.fromkeys(("maximum", "exclusiveMaximum", "maxLength", "maxItems"), min),
+}
+_HINTS = (
+    ("object", ("properties", "required", "additionalProperties")),
+    ("array", ("items", "prefixItems")),
+    ("number", ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")),
+)
 
 
 def _day(rng: random.Random) -> str:
@@ -44,10 +83,14 @@ def _day(rng: random.Random) -> str:
 
 _FORMATS: dict[str, Callable[[random.Random], str]] = {
     "date-time": lambda r: f"{_day(r)}T{r.randint(0, 23):02d}:{r.randint(0, 59):02d}:00Z",
-    "date": _day, "time": lambda r: f"{r.randint(0, 23):02d}:30:00Z",
-    "email": lambda r: f"{r.choice(_WORDS)}@example.com", "hostname": lambda r: f"{r.choice(_WORDS)}.example.com",
+    "date": _day,
+    "time": lambda r: f"{r.randint(0, 23):02d}:30:00Z",
+    "email": lambda r: f"{r.choice(_WORDS)}@example.com",
+    "hostname": lambda r: f"{r.choice(_WORDS)}.example.com",
     "uuid": lambda r: str(uuid.UUID(int=r.getrandbits(128), version=4)),
-    "uri": lambda r: f"https://example.com/{r.choice(_WORDS)}", "ipv4": lambda r: f"192.0.2.{r.randint(1, 254)}"}
+    "uri": lambda r: f"https://example.com/{r.choice(_WORDS)}",
+    "ipv4": lambda r: f"192.0.2.{r.randint(1, 254)}",
+}
 
 
 class OutOfTime(ValueError):
@@ -100,8 +143,11 @@ class _Sampler:
             if key in s:
                 return self.branch(s, key, depth)
         types = _listed(s.get("type", []))
-        kind = ("null" if depth >= SOFT_DEPTH and "null" in types else self.rng.choice(types)) if types else \
-            next((kind for kind, keys in _HINTS if any(k in s for k in keys)), "string")
+        kind = (
+            ("null" if depth >= SOFT_DEPTH and "null" in types else self.rng.choice(types))
+            if types
+            else next((kind for kind, keys in _HINTS if any(k in s for k in keys)), "string")
+        )
         return getattr(self, f"make_{kind}")(s, depth)
 
     def flat(self, schema: Schema, hops: int) -> dict[str, Any]:
@@ -141,8 +187,11 @@ class _Sampler:
 
     def make_object(self, s: dict[str, Any], depth: int) -> dict[str, Any]:
         required, extra = s.get("required", []), s.get("additionalProperties", True)
-        out = {name: self.gen(sub, depth + 1) for name, sub in s.get("properties", {}).items()
-               if name in required or (depth < SOFT_DEPTH and sub is not False and self.rng.random() < 0.75)}
+        out = {
+            name: self.gen(sub, depth + 1)
+            for name, sub in s.get("properties", {}).items()
+            if name in required or (depth < SOFT_DEPTH and sub is not False and self.rng.random() < 0.75)
+        }
         for name in (n for n in required if n not in out):
             if extra is False:
                 raise ValueError(f"required property {name!r} is not allowed")
@@ -172,7 +221,7 @@ class _Sampler:
         text = fmt(self.rng) if fmt else self.rng.choice(_WORDS)
         while len(text) < lo:
             text += " " + self.rng.choice(_WORDS)
-        text = text if len(text) <= hi else text[:int(hi)]
+        text = text if len(text) <= hi else text[: int(hi)]
         pattern = s.get("pattern")
         if pattern is None:
             return text

@@ -103,15 +103,21 @@ class SimEngine:
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
-                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
+    async def prepare(
+        self,
+        messages: list[ChatMessage],
+        reasoning_effort: str | None = None,
+        tools: tuple[Tool, ...] = (),
+        template_kwargs: dict | None = None,
+    ) -> Prompt:
         """The payload: the text that seeds the answer, and whether the chat ends on a tool's result."""
         rendered = [m.content + "".join(c.name + c.arguments for c in m.tool_calls) for m in messages]
         text = "".join(f"<|{m.role}|>{body}<|end|>" for m, body in zip(messages, rendered))
         tools_text = json.dumps([[t.name, t.description, t.parameters] for t in tools]) if tools else ""
         tokens = sum(count_tokens(body) + _MESSAGE_OVERHEAD for body in rendered) + count_tokens(tools_text)
-        return Prompt(num_tokens=tokens + 1,
-                      payload={"text": text + tools_text, "after_tool": messages[-1].role == "tool"})
+        return Prompt(
+            num_tokens=tokens + 1, payload={"text": text + tools_text, "after_tool": messages[-1].role == "tool"}
+        )
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         if not self._ready or self._wake is None:
@@ -274,7 +280,7 @@ class SimEngine:
         if asked is None:
             return ()
         chosen = -round(seq.rng.random(), 4)
-        others = [(word, chosen - 1.0 - i) for i, word in enumerate(_WORDS[:max(0, asked - 1)])]
+        others = [(word, chosen - 1.0 - i) for i, word in enumerate(_WORDS[: max(0, asked - 1)])]
         return (TokenLogprob(piece, chosen, tuple([(piece, chosen), *others][:asked])),)
 
     def _next_piece(self, seq: _Sequence) -> str:

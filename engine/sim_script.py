@@ -39,4 +39,4 @@ def json_script(schema: dict | None, rng: random.Random, harmony: bool) -> Scrip
 
 
 def pieces(text: str) -> Script:
-    return [text[i:i + _PIECE_CHARS] for i in range(0, len(text), _PIECE_CHARS)]
+    return [text[i : i + _PIECE_CHARS] for i in range(0, len(text), _PIECE_CHARS)]

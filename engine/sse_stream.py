@@ -47,8 +47,13 @@ class SseResponse(asyncio.Protocol):
 
     @property
     def reusable(self) -> bool:
-        return (self.complete and self.keep_alive and not self.closed and not self._body
-                and time.monotonic() - self.idle_since < IDLE_S)
+        return (
+            self.complete
+            and self.keep_alive
+            and not self.closed
+            and not self._body
+            and time.monotonic() - self.idle_since < IDLE_S
+        )
 
     # asyncio.Protocol
 
@@ -138,8 +143,11 @@ class SseClient:
     async def post(self, path: str, body: dict[str, Any]) -> AsyncIterator[SseResponse]:
         """The response once its headers are in; leaving the block early closes the connection."""
         payload = json.dumps(body, separators=(",", ":")).encode()
-        conn = await self._send(f"POST {path} HTTP/1.1\r\n{self._head}Content-Type: application/json\r\n"
-                                f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        conn = await self._send(
+            f"POST {path} HTTP/1.1\r\n{self._head}Content-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
         try:
             yield conn
         finally:

@@ -17,8 +17,12 @@ class Parsed:
     errors: int = 0  # text that looked like a call and did not parse; it is in `answer`
 
     def __add__(self, other: Parsed) -> Parsed:
-        return Parsed(self.answer + other.answer, self.reasoning + other.reasoning, self.calls + other.calls,
-                      self.errors + other.errors)
+        return Parsed(
+            self.answer + other.answer,
+            self.reasoning + other.reasoning,
+            self.calls + other.calls,
+            self.errors + other.errors,
+        )
 
 
 def call_deltas(index: int, name: str, arguments: str) -> tuple[ToolCallDelta, ...] | None:

@@ -39,8 +39,9 @@ class Upstream:
 
 
 class UpstreamPool:
-    def __init__(self, upstreams: list[Upstream], eject_after: int = 2, prefix_affinity: bool = True,
-                 slots: int = 128) -> None:
+    def __init__(
+        self, upstreams: list[Upstream], eject_after: int = 2, prefix_affinity: bool = True, slots: int = 128
+    ) -> None:
         self.upstreams = upstreams
         self.eject_after = eject_after
         self.prefix_affinity = prefix_affinity

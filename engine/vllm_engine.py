@@ -92,8 +92,9 @@ class VllmEngine:
             from vllm.engine.arg_utils import AsyncEngineArgs
             from vllm.v1.engine.async_llm import AsyncLLM
         except ImportError:
-            raise EngineError("vLLM is not installed: scripts/install-engine.sh .venv/bin/python all installs "
-                              "its CPU build") from None
+            raise EngineError(
+                "vLLM is not installed: scripts/install-engine.sh .venv/bin/python all installs its CPU build"
+            ) from None
 
         from vllm.platforms import current_platform
 
@@ -102,8 +103,12 @@ class VllmEngine:
         model = resolve_model(self.config.model, self.config.models_dir)
         self._on_cpu = current_platform.is_cpu()
         kwargs = engine_arguments(self.config, model, AsyncEngineArgs, on_cpu=self._on_cpu)
-        log.info("KV cache: %s", f"{kwargs['kv_cache_memory_bytes'] / 2**20:.0f} MiB"
-                 if "kv_cache_memory_bytes" in kwargs else f"gpu_memory_utilization {self.config.gpu_memory_utilization}")
+        log.info(
+            "KV cache: %s",
+            f"{kwargs['kv_cache_memory_bytes'] / 2**20:.0f} MiB"
+            if "kv_cache_memory_bytes" in kwargs
+            else f"gpu_memory_utilization {self.config.gpu_memory_utilization}",
+        )
         args = AsyncEngineArgs(**kwargs)
         return AsyncLLM.from_engine_args(args, stat_loggers=[stats_logger_factory(self._stats)])
 
@@ -116,8 +121,13 @@ class VllmEngine:
         await asyncio.to_thread(engine.shutdown, 5.0)
         engine.shutdown = lambda *args, **kwargs: None  # its __del__ would shut down again at exit and fail
 
-    async def prepare(self, messages: list[ChatMessage], reasoning_effort: str | None = None,
-                      tools: tuple[Tool, ...] = (), template_kwargs: dict | None = None) -> Prompt:
+    async def prepare(
+        self,
+        messages: list[ChatMessage],
+        reasoning_effort: str | None = None,
+        tools: tuple[Tool, ...] = (),
+        template_kwargs: dict | None = None,
+    ) -> Prompt:
         extra: dict[str, Any] = dict(template_kwargs or {})
         if reasoning_effort and self._reasoning:
             extra["reasoning_effort"] = reasoning_effort
@@ -127,8 +137,9 @@ class VllmEngine:
             extra["chat_template"] = own
         if tools:
             extra["tools"] = tool_dicts(tools)
-        text = self._tokenizer.apply_chat_template(message_dicts(messages), add_generation_prompt=True,
-                                                   tokenize=False, **extra)
+        text = self._tokenizer.apply_chat_template(
+            message_dicts(messages), add_generation_prompt=True, tokenize=False, **extra
+        )
         ids = self._tokenizer.encode(text, add_special_tokens=False)
         return Prompt(num_tokens=len(ids), payload=ids)
 
@@ -151,14 +162,16 @@ class VllmEngine:
         except VLLMValidationError as exc:
             raise EngineError(str(exc)) from None
 
-    async def _run(self, request_id: str, token_ids: list[int], params: GenParams,
-                   written: list[int] | None = None) -> AsyncIterator[Delta]:
+    async def _run(
+        self, request_id: str, token_ids: list[int], params: GenParams, written: list[int] | None = None
+    ) -> AsyncIterator[Delta]:
         """One engine request; `written` collects its output token ids, and its stop string last."""
         from vllm.inputs import TokensPrompt
 
         priority = params.priority if self.config.scheduling_policy == "priority" else 0
-        outputs = self._engine.generate(TokensPrompt(prompt_token_ids=token_ids), self._sampling_params(params),
-                                        request_id, priority=priority)
+        outputs = self._engine.generate(
+            TokensPrompt(prompt_token_ids=token_ids), self._sampling_params(params), request_id, priority=priority
+        )
         async for output in outputs:
             piece = output.outputs[0]
             self._generated += len(piece.token_ids)
@@ -167,11 +180,18 @@ class VllmEngine:
             finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
             if finish is not None and written is not None:
                 written.append(piece.stop_reason)
-            yield Delta(piece.text, len(piece.token_ids), finish, cached_tokens=output.num_cached_tokens,
-                        logprobs=_logprobs(piece, params.logprobs), stop_sequence=stop_string(piece, finish))
+            yield Delta(
+                piece.text,
+                len(piece.token_ids),
+                finish,
+                cached_tokens=output.num_cached_tokens,
+                logprobs=_logprobs(piece, params.logprobs),
+                stop_sequence=stop_string(piece, finish),
+            )
 
-    async def _think_then_answer(self, request_id: str, token_ids: list[int],
-                                 params: GenParams) -> AsyncIterator[Delta]:
+    async def _think_then_answer(
+        self, request_id: str, token_ids: list[int], params: GenParams
+    ) -> AsyncIterator[Delta]:
         """gpt-oss thinks freely, then writes its final message under the constraint. vLLM constrains
         a whole output, so the thinking runs as one request that stops where it ends and the answer
         as a second on the same prefix (the prefix cache keeps its prefill short)."""
@@ -187,8 +207,13 @@ class VllmEngine:
             if room < 1:
                 yield replace(delta, finish_reason="length", stop_sequence=None)
                 return
-            yield replace(delta, text=delta.text + header, num_tokens=delta.num_tokens + len(header_ids),
-                          finish_reason=None, stop_sequence=None)
+            yield replace(
+                delta,
+                text=delta.text + header,
+                num_tokens=delta.num_tokens + len(header_ids),
+                finish_reason=None,
+                stop_sequence=None,
+            )
             answer = replace(params, max_tokens=room)
             async for last in self._run(request_id + ANSWER_SUFFIX, token_ids + written[:-1] + header_ids, answer):
                 yield last
@@ -219,14 +244,27 @@ class VllmEngine:
         elif self._tool_format == "hermes" and params.tools and any(t.strict for t in params.tools.tools):
             constraint = StructuredOutputsParams(structural_tag=json.dumps(strict_calls(params.tools.tools)))
         return SamplingParams(
-            max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p, seed=params.seed,
-            stop=params.stop or None, output_kind=RequestOutputKind.DELTA,
-            presence_penalty=params.presence_penalty, frequency_penalty=params.frequency_penalty,
-            repetition_penalty=params.repetition_penalty, top_k=params.top_k or -1, min_p=params.min_p or 0.0,
-            min_tokens=params.min_tokens, ignore_eos=params.ignore_eos, logit_bias=params.logit_bias,
-            stop_token_ids=params.stop_token_ids or None, logprobs=params.logprobs, structured_outputs=constraint,
+            max_tokens=params.max_tokens,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            seed=params.seed,
+            stop=params.stop or None,
+            output_kind=RequestOutputKind.DELTA,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
+            repetition_penalty=params.repetition_penalty,
+            top_k=params.top_k or -1,
+            min_p=params.min_p or 0.0,
+            min_tokens=params.min_tokens,
+            ignore_eos=params.ignore_eos,
+            logit_bias=params.logit_bias,
+            stop_token_ids=params.stop_token_ids or None,
+            logprobs=params.logprobs,
+            structured_outputs=constraint,
             # harmony's channel markers are special tokens: keep them, with no added spaces
-            skip_special_tokens=not self._harmony, spaces_between_special_tokens=not self._harmony)
+            skip_special_tokens=not self._harmony,
+            spaces_between_special_tokens=not self._harmony,
+        )
 
 
 def stop_string(piece: Any, finish: FinishReason | None) -> str | None:
@@ -245,8 +283,11 @@ def _logprobs(piece: Any, top: int | None) -> tuple[TokenLogprob, ...]:
     for token_id, ranked in zip(piece.token_ids, piece.logprobs):
         chosen = ranked[token_id]
         best = sorted(ranked.values(), key=lambda lp: lp.rank or 0)[:top]
-        out.append(TokenLogprob(chosen.decoded_token or "", chosen.logprob,
-                                tuple((lp.decoded_token or "", lp.logprob) for lp in best)))
+        out.append(
+            TokenLogprob(
+                chosen.decoded_token or "", chosen.logprob, tuple((lp.decoded_token or "", lp.logprob) for lp in best)
+            )
+        )
     return tuple(out)
 
 

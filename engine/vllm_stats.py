@@ -17,8 +17,9 @@ class SnapshotStatLogger(StatLoggerBase):
         self.snapshot.setdefault("prefix_queries", 0)
         self.snapshot.setdefault("prefix_hits", 0)
 
-    def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
-               engine_idx: int = 0) -> None:
+    def record(
+        self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
+    ) -> None:
         if scheduler_stats is None:
             return
         snap = self.snapshot

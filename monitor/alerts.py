@@ -44,8 +44,10 @@ class WaitAlert:
 
 def payload(kind: Transition, avg_wait_s: float, waiting: int, config: AlertsConfig) -> dict:
     if kind == "fire":
-        text = (f"GPT-OSS WebUI: average queue wait {avg_wait_s:.1f} s has stayed above {config.wait_s:g} s "
-                f"for {config.for_s:g} s ({waiting} waiting)")
+        text = (
+            f"GPT-OSS WebUI: average queue wait {avg_wait_s:.1f} s has stayed above {config.wait_s:g} s "
+            f"for {config.for_s:g} s ({waiting} waiting)"
+        )
     else:
         text = f"GPT-OSS WebUI recovered: average queue wait is {avg_wait_s:.1f} s ({waiting} waiting)"
     if config.format == "slack":
@@ -53,13 +55,21 @@ def payload(kind: Transition, avg_wait_s: float, waiting: int, config: AlertsCon
     if config.format == "wecom":
         return {"msgtype": "text", "text": {"content": text}}
     event = "queue_wait_high" if kind == "fire" else "queue_wait_recovered"
-    return {"event": event, "service": "gpt-oss-webui", "avg_wait_s": round(avg_wait_s, 3),
-            "threshold_s": config.wait_s, "for_s": config.for_s, "waiting": waiting, "text": text}
+    return {
+        "event": event,
+        "service": "gpt-oss-webui",
+        "avg_wait_s": round(avg_wait_s, 3),
+        "threshold_s": config.wait_s,
+        "for_s": config.for_s,
+        "waiting": waiting,
+        "text": text,
+    }
 
 
 class AlertNotifier:
-    def __init__(self, config: AlertsConfig, sample: Callable[[], tuple[float, int]],
-                 clock: Callable[[], float]) -> None:
+    def __init__(
+        self, config: AlertsConfig, sample: Callable[[], tuple[float, int]], clock: Callable[[], float]
+    ) -> None:
         self.config = config
         self.alert = WaitAlert(config.wait_s, config.for_s, config.cooldown_s)
         self._sample = sample

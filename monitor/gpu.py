@@ -55,8 +55,11 @@ class NvmlReader:
             memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
             util = self._nvml.nvmlDeviceGetUtilizationRates(handle)
             name = self._nvml.nvmlDeviceGetName(handle)
-            out.append(DeviceMemory(i, name if isinstance(name, str) else name.decode(), memory.used, memory.total,
-                                    float(util.gpu)))
+            out.append(
+                DeviceMemory(
+                    i, name if isinstance(name, str) else name.decode(), memory.used, memory.total, float(util.gpu)
+                )
+            )
         return out
 
 
@@ -83,8 +86,13 @@ class MemoryGuard:
 class GpuMonitor:
     """Samples a reader every `interval_s` in a thread; hands guard switches to the event loop."""
 
-    def __init__(self, reader_factory: Callable[[], MemoryReader], guard: MemoryGuard, interval_s: float,
-                 on_switch: Callable[[bool], None]) -> None:
+    def __init__(
+        self,
+        reader_factory: Callable[[], MemoryReader],
+        guard: MemoryGuard,
+        interval_s: float,
+        on_switch: Callable[[bool], None],
+    ) -> None:
         self._reader_factory = reader_factory
         self.guard = guard
         self.interval_s = interval_s
@@ -101,8 +109,9 @@ class GpuMonitor:
             self.unavailable = str(exc)
             log.info("GPU memory guard unavailable (%s); admissions are not guarded by GPU memory", exc)
             return
-        self._thread = threading.Thread(target=self._sample_forever, args=(reader, loop), name="gpu-monitor",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._sample_forever, args=(reader, loop), name="gpu-monitor", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

@@ -38,7 +38,9 @@ class CachePlan:
 
 
 class CachePath:
-    def __init__(self, cache: ResponseCache | RedisResponseCache | None, config: CacheConfig, flight: SingleFlight | None = None) -> None:
+    def __init__(
+        self, cache: ResponseCache | RedisResponseCache | None, config: CacheConfig, flight: SingleFlight | None = None
+    ) -> None:
         self.cache = cache
         self.config = config
         self.flight = flight or SingleFlight()
@@ -53,14 +55,20 @@ class CachePath:
         keyed = KeyedRequest(
             model=model,
             messages=tuple(_keyed_message(msg) for msg in body.messages),
-            max_tokens=body.requested_max_tokens, temperature=body.temperature, top_p=body.top_p,
-            stop=tuple(body.stop_list), seed=body.seed, reasoning_effort=body.reasoning_effort,
-            namespace=namespace, options=body.cache_options(),
+            max_tokens=body.requested_max_tokens,
+            temperature=body.temperature,
+            top_p=body.top_p,
+            stop=tuple(body.stop_list),
+            seed=body.seed,
+            reasoning_effort=body.reasoning_effort,
+            namespace=namespace,
+            options=body.cache_options(),
         )
         if not is_cacheable(keyed, self.config.mode):
             return CachePlan()
-        return CachePlan(make_key(keyed, self.config), read="no-cache" not in directives,
-                         similar_ok=body.cache != "exact")
+        return CachePlan(
+            make_key(keyed, self.config), read="no-cache" not in directives, similar_ok=body.cache != "exact"
+        )
 
     async def lookup(self, plan: CachePlan) -> CachedResponse | None:
         """A stored answer, or the answer of an identical request being generated right now."""
@@ -94,8 +102,9 @@ class CachePath:
         if plan.pairing is not None and similar is not None:
             similar.served(response_id, plan.pairing)
 
-    def report(self, response_id: str, source: str | None = None,
-               request: str | None = None) -> tuple[Pairing, bool] | None:
+    def report(
+        self, response_id: str, source: str | None = None, request: str | None = None
+    ) -> tuple[Pairing, bool] | None:
         """A similar hit reported wrong by the id it went out as: its pairing is never served again
         (and whether this report was its first). None where no recent hit went out as that id, or
         the hit is not of `source` or not for the request whose key is `request`."""
@@ -148,7 +157,11 @@ class CachePath:
 
 def _keyed_message(message: ChatTurn) -> tuple[str, ...]:
     chat = message.to_chat()
-    extra = {"tool_calls": [[c.id, c.name, c.arguments] for c in chat.tool_calls], "tool_call_id": chat.tool_call_id,
-             "name": chat.name, "reasoning": chat.reasoning}
+    extra = {
+        "tool_calls": [[c.id, c.name, c.arguments] for c in chat.tool_calls],
+        "tool_call_id": chat.tool_call_id,
+        "name": chat.name,
+        "reasoning": chat.reasoning,
+    }
     extra = {k: v for k, v in extra.items() if v}
     return (chat.role, chat.content, *([json.dumps(extra, sort_keys=True, ensure_ascii=False)] if extra else []))

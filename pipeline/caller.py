@@ -38,8 +38,9 @@ class Keyring:
         self._keys: dict[str, Caller] = {}  # by the key's digest; the namespace is filled in per call
         for key in {*server.api_keys, *config.scheduler.priority_keys, *server.admin_keys}:
             high = PriorityClass.HIGH if key in config.scheduler.priority_keys else None
-            self._keys[digest(key)] = Caller(key_name(key), high, admin=key in server.admin_keys,
-                                             limits=server.default_limits)
+            self._keys[digest(key)] = Caller(
+                key_name(key), high, admin=key in server.admin_keys, limits=server.default_limits
+            )
         for named in server.keys:
             self._put(named)
         self.configured = {c.name for c in self._keys.values()}  # read-only: made at run time they are not
@@ -49,7 +50,8 @@ class Keyring:
     def _put(self, named: KeyConfig) -> None:
         cls = PriorityClass(named.priority_class)
         self._keys[(named.key_sha256 or digest(named.key or "")).lower()] = Caller(
-            named.name, cls, cls, named.admin, named.metrics, limits=named.over(self.config.server.default_limits))
+            named.name, cls, cls, named.admin, named.metrics, limits=named.over(self.config.server.default_limits)
+        )
 
     def add(self, named: KeyConfig) -> None:
         """A key made (or changed, or rotated) at run time: any earlier key of that name stops at once."""
@@ -102,8 +104,9 @@ class Keyring:
 
     def caller_for(self, key: str | None) -> Caller:
         known = self._lookup(key) or Caller(ANONYMOUS, limits=self.config.server.anonymous_limits)
-        return replace(known, admin=known.admin or not self._keys,
-                       cache_namespace=namespace_for(key, self.config.cache))
+        return replace(
+            known, admin=known.admin or not self._keys, cache_namespace=namespace_for(key, self.config.cache)
+        )
 
     def by_name(self, name: str) -> Caller | None:
         """A configured caller by its name (anonymous too, where the server takes calls without a

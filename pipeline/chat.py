@@ -61,8 +61,15 @@ class ChatCall:
 
 
 class ChatPipeline:
-    def __init__(self, config: Config, engine: EngineBackend, scheduler: Scheduler, cache: CachePath,
-                 limiter: RateLimiter | None = None, usage: UsageLedger | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        engine: EngineBackend,
+        scheduler: Scheduler,
+        cache: CachePath,
+        limiter: RateLimiter | None = None,
+        usage: UsageLedger | None = None,
+    ) -> None:
         self.config = config
         self.engine = engine
         self.scheduler = scheduler
@@ -116,23 +123,39 @@ class ChatPipeline:
 
     def _priority(self, call: ChatCall) -> tuple[PriorityClass, float]:
         body = call.params
-        given = PriorityInput(call.hints.header, call.caller.key_class, call.caller.ceiling, body.priority,
-                              call.hints.batch, body.requested_max_tokens, body.temperature,
-                              PriorityClass.LOW if call.hints.background else PriorityClass.MEDIUM)
+        given = PriorityInput(
+            call.hints.header,
+            call.caller.key_class,
+            call.caller.ceiling,
+            body.priority,
+            call.hints.batch,
+            body.requested_max_tokens,
+            body.temperature,
+            PriorityClass.LOW if call.hints.background else PriorityClass.MEDIUM,
+        )
         try:
             return resolve_priority(given, self.config.scheduler)
         except PriorityInputError as exc:
             raise Refusal(400, str(exc), param=exc.param, code="invalid_priority") from None
 
-    async def _submit(self, call: ChatCall, request_id: str, priority: PriorityClass,
-                      score: float) -> tuple[Ticket, ForcedCallReader | None]:
+    async def _submit(
+        self, call: ChatCall, request_id: str, priority: PriorityClass, score: float
+    ) -> tuple[Ticket, ForcedCallReader | None]:
         generation = await prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
         prompt, params = generation.prompt, generation.params
         caller = call.caller
         self.limiter.check_tokens(caller, prompt.num_tokens)
-        request = Request(request_id=request_id, priority=priority, score=score, prompt=prompt, params=params,
-                          caller=caller.name, max_parallel=caller.limits.max_parallel,
-                          max_queued=caller.limits.max_queued, background=call.hints.batch_line)
+        request = Request(
+            request_id=request_id,
+            priority=priority,
+            score=score,
+            prompt=prompt,
+            params=params,
+            caller=caller.name,
+            max_parallel=caller.limits.max_parallel,
+            max_queued=caller.limits.max_queued,
+            background=call.hints.batch_line,
+        )
         try:
             ticket = self.scheduler.submit(request)
         except SchedulerError as exc:
@@ -148,8 +171,15 @@ class ChatRun:
     """A started call: what the transport needs for its headers, then its events. Iterate
     `events()` or call `release()`; either frees the queue slot however the call ends."""
 
-    def __init__(self, pipeline: ChatPipeline, call: ChatCall, request_id: str, priority: PriorityClass,
-                 plan: CachePlan, hit: CachedResponse | None) -> None:
+    def __init__(
+        self,
+        pipeline: ChatPipeline,
+        call: ChatCall,
+        request_id: str,
+        priority: PriorityClass,
+        plan: CachePlan,
+        hit: CachedResponse | None,
+    ) -> None:
         self.pipeline = pipeline
         self.call = call
         self.request_id = request_id
@@ -216,10 +246,17 @@ class ChatRun:
         if self.yielded:
             return
         if self.ticket is not None or self.hit is not None:  # else the queue refused it: start() counts that
-            self.pipeline.usage.record(self.call.caller.name, UsageTotals(
-                requests=1, prompt_tokens=self.prompt_tokens if self.hit is None else 0,
-                completion_tokens=self.completion_tokens, cache_hits=int(self.hit is not None),
-                rejections=int(self.refused), queue_wait_s=self.queue_wait_s))
+            self.pipeline.usage.record(
+                self.call.caller.name,
+                UsageTotals(
+                    requests=1,
+                    prompt_tokens=self.prompt_tokens if self.hit is None else 0,
+                    completion_tokens=self.completion_tokens,
+                    cache_hits=int(self.hit is not None),
+                    rejections=int(self.refused),
+                    queue_wait_s=self.queue_wait_s,
+                ),
+            )
 
     async def _from_ticket(self) -> AsyncIterator[Event]:
         ticket, scheduler = self.ticket, self.pipeline.scheduler
@@ -264,12 +301,31 @@ class ChatRun:
         counts = self.pipeline.tool_calls
         counts["made"] += len(calls)
         counts["parse_errors"] += answer.tool_call_errors
-        self.pipeline.cache.store(self.plan, CachedResponse(
-            answer.text, reason, usage.prompt_tokens, answer.tokens, answer.reasoning, answer.reasoning_tokens,
-            [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls], stop))
-        return Finished(answer.text, reason, usage, False, wait, _speed(answer.tokens, first_token_at),
-                        answer.reasoning, calls, tuple(answer.logprobs) if answer.with_logprobs else None,
-                        stop_sequence=stop)
+        self.pipeline.cache.store(
+            self.plan,
+            CachedResponse(
+                answer.text,
+                reason,
+                usage.prompt_tokens,
+                answer.tokens,
+                answer.reasoning,
+                answer.reasoning_tokens,
+                [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+                stop,
+            ),
+        )
+        return Finished(
+            answer.text,
+            reason,
+            usage,
+            False,
+            wait,
+            _speed(answer.tokens, first_token_at),
+            answer.reasoning,
+            calls,
+            tuple(answer.logprobs) if answer.with_logprobs else None,
+            stop_sequence=stop,
+        )
 
     def _timed_out(self) -> bool:
         limit = self.call.timeout_s
@@ -297,13 +353,28 @@ def _replay(hit: CachedResponse, priority: PriorityClass, similar: Match | None,
     """A stored answer as the same events a fresh one makes, in word-sized pieces."""
     usage = Usage(hit.prompt_tokens, hit.completion_tokens, reasoning_tokens=hit.reasoning_tokens)
     calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in hit.tool_calls)
-    pieces = [piece for i, c in enumerate(calls)
-              for piece in (ToolCallPiece(i, c.id, c.name, ""), ToolCallPiece(i, None, None, c.arguments))]
-    return [Started(0.0, priority.value), *(ReasoningDelta(p) for p in _PIECES.findall(hit.reasoning)),
-            *(TextDelta(p) for p in _PIECES.findall(hit.text)), *pieces,
-            Finished(hit.text, hit.finish_reason, usage, True, 0.0, reasoning=hit.reasoning, tool_calls=calls,
-                     similarity=similar.similarity if similar is not None else None,
-                     stop_sequence=own_stop(hit.stop_sequence, hit.finish_reason, stops))]
+    pieces = [
+        piece
+        for i, c in enumerate(calls)
+        for piece in (ToolCallPiece(i, c.id, c.name, ""), ToolCallPiece(i, None, None, c.arguments))
+    ]
+    return [
+        Started(0.0, priority.value),
+        *(ReasoningDelta(p) for p in _PIECES.findall(hit.reasoning)),
+        *(TextDelta(p) for p in _PIECES.findall(hit.text)),
+        *pieces,
+        Finished(
+            hit.text,
+            hit.finish_reason,
+            usage,
+            True,
+            0.0,
+            reasoning=hit.reasoning,
+            tool_calls=calls,
+            similarity=similar.similarity if similar is not None else None,
+            stop_sequence=own_stop(hit.stop_sequence, hit.finish_reason, stops),
+        ),
+    ]
 
 
 def _speed(tokens: int, first_token_at: float | None) -> float | None:

@@ -21,8 +21,15 @@ def forced_schema(use: ToolUse) -> dict[str, Any]:
     by_name = {t.name: t for t in use.tools}
     if use.choice in by_name:
         return by_name[use.choice].parameters
-    calls = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
-              "required": ["name", "arguments"], "additionalProperties": False} for t in use.tools]
+    calls = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in use.tools
+    ]
     schema: dict[str, Any] = {"type": "array", "items": {"anyOf": calls}, "minItems": 1}
     if not use.parallel:
         schema["maxItems"] = 1

@@ -22,18 +22,29 @@ FIELDS = {"name", "class", "rpm", "tpm", "max_parallel", "max_queued", "daily_to
 
 def admin_check(caller: Caller, keyring: Keyring, store: KeyStore | None) -> KeyStore:
     if not caller.admin or not keyring.keys_required:
-        raise Refusal(403 if keyring.is_known_name(caller.name) else 401, "managing keys needs an admin key (on a "
-                      "server whose configuration names keys)", code="admin_key_required")
+        raise Refusal(
+            403 if keyring.is_known_name(caller.name) else 401,
+            "managing keys needs an admin key (on a server whose configuration names keys)",
+            code="admin_key_required",
+        )
     if store is None:
-        raise Refusal(501, "keys made at run time need `usage.path` (the ledger's file) to keep them",
-                      code="not_configured")
+        raise Refusal(
+            501, "keys made at run time need `usage.path` (the ledger's file) to keep them", code="not_configured"
+        )
     return store
 
 
 def shape(caller: Caller, source: str, created: float | None = None) -> dict:
-    return {"object": "api_key", "name": caller.name, "class": caller.key_class.value if caller.key_class else None,
-            "admin": caller.admin, "metrics": caller.metrics, "limits": caller.limits.model_dump(),
-            "source": source, "created_at": int(created) if created else None}
+    return {
+        "object": "api_key",
+        "name": caller.name,
+        "class": caller.key_class.value if caller.key_class else None,
+        "admin": caller.admin,
+        "metrics": caller.metrics,
+        "limits": caller.limits.model_dump(),
+        "source": source,
+        "created_at": int(created) if created else None,
+    }
 
 
 async def listed(keyring: Keyring, store: KeyStore) -> list[dict]:
@@ -49,8 +60,12 @@ async def create(keyring: Keyring, store: KeyStore, actor: str, data: dict[str, 
     config = _config(data, name, secret)
     async with store.lock:
         if keyring.is_known_name(name) or not await store.put(config, actor, "create", _detail(config)):
-            raise Refusal(409, f"the name {name!r:.80} is or was a key's: its files, batches and usage stay its "
-                          "own; choose another", param="name", code="invalid_value")
+            raise Refusal(
+                409,
+                f"the name {name!r:.80} is or was a key's: its files, batches and usage stay its own; choose another",
+                param="name",
+                code="invalid_value",
+            )
         keyring.add(config)
     return {**shape(_named(keyring, name), "api", store.clock()), "key": secret}
 
@@ -96,8 +111,7 @@ async def load_keys(keyring: Keyring, store: KeyStore) -> None:
         return
     for made, _ in await store.keys():
         if made.name in keyring.configured:
-            log.warning("key %s made at run time is not loaded: the configuration names a key %s", made.name,
-                        made.name)
+            log.warning("key %s made at run time is not loaded: the configuration names a key %s", made.name, made.name)
         else:
             keyring.add(made)
 
@@ -108,8 +122,12 @@ def new_secret() -> str:
 
 def _config(data: dict[str, Any], name: str, secret: str) -> KeyConfig:
     if unknown := sorted(set(data) - FIELDS):
-        raise Refusal(400, f"unrecognized request argument supplied: {unknown[0]:.80}", param=unknown[0][:80],
-                      code="unsupported_parameter")
+        raise Refusal(
+            400,
+            f"unrecognized request argument supplied: {unknown[0]:.80}",
+            param=unknown[0][:80],
+            code="unsupported_parameter",
+        )
     try:
         return KeyConfig.model_validate({**data, "name": name, "key_sha256": digest(secret)})
     except ValidationError as exc:
@@ -122,8 +140,12 @@ async def _made(store: KeyStore, name: str) -> tuple[KeyConfig, float]:
     for config, created in await store.keys():
         if config.name == name:
             return config, created
-    raise Refusal(404, f"no key made at run time named {name!r:.80} (keys from the configuration are read-only)",
-                  param="name", code="not_found")
+    raise Refusal(
+        404,
+        f"no key made at run time named {name!r:.80} (keys from the configuration are read-only)",
+        param="name",
+        code="not_found",
+    )
 
 
 def _named(keyring: Keyring, name: str) -> Caller:

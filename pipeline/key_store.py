@@ -49,12 +49,14 @@ class KeyStore:
         config = json.dumps(key.model_dump(by_alias=True))
         async with self._file.transaction() as db:
             if action == "create":
-                async with db.execute("SELECT 1 FROM audit WHERE target = ? AND action = 'create' LIMIT 1",
-                                      (key.name,)) as cur:
+                async with db.execute(
+                    "SELECT 1 FROM audit WHERE target = ? AND action = 'create' LIMIT 1", (key.name,)
+                ) as cur:
                     if await cur.fetchone() is not None:
                         return False
-                cur = await db.execute("INSERT OR IGNORE INTO api_keys VALUES (?, ?, ?)",
-                                       (key.name, config, self.clock()))
+                cur = await db.execute(
+                    "INSERT OR IGNORE INTO api_keys VALUES (?, ?, ?)", (key.name, config, self.clock())
+                )
             else:
                 cur = await db.execute("UPDATE api_keys SET config = ? WHERE name = ?", (config, key.name))
             if cur.rowcount == 0:
@@ -74,12 +76,16 @@ class KeyStore:
             await self._audit(db, actor, action, target, detail)
 
     async def _audit(self, db: aiosqlite.Connection, actor: str, action: str, target: str, detail: dict) -> None:
-        await db.execute("INSERT INTO audit VALUES (?, ?, ?, ?, ?)", (self.clock(), actor, action, target,
-                                                                      json.dumps(detail)))
+        await db.execute(
+            "INSERT INTO audit VALUES (?, ?, ?, ?, ?)", (self.clock(), actor, action, target, json.dumps(detail))
+        )
         await db.execute("DELETE FROM audit WHERE rowid <= (SELECT MAX(rowid) FROM audit) - ?", (MAX_AUDIT,))
 
     async def audit_log(self, limit: int) -> list[dict]:
         async with self._file.connected().execute(
-                "SELECT at, actor, action, target, detail FROM audit ORDER BY at DESC LIMIT ?", (limit,)) as cur:
-            return [{"at": row[0], "actor": row[1], "action": row[2], "target": row[3], "detail": json.loads(row[4])}
-                    async for row in cur]
+            "SELECT at, actor, action, target, detail FROM audit ORDER BY at DESC LIMIT ?", (limit,)
+        ) as cur:
+            return [
+                {"at": row[0], "actor": row[1], "action": row[2], "target": row[3], "detail": json.loads(row[4])}
+                async for row in cur
+            ]

@@ -24,8 +24,9 @@ class Generation:
 def check_model(engine: EngineBackend, model: str) -> None:
     served = engine.capabilities.model
     if model != served:
-        raise Refusal(404, f"the model {model!r} does not exist; available: {served}", param="model",
-                      code="model_not_found")
+        raise Refusal(
+            404, f"the model {model!r} does not exist; available: {served}", param="model", code="model_not_found"
+        )
 
 
 def check_ready(engine: EngineBackend) -> None:
@@ -37,16 +38,21 @@ def check_tools_supported(engine: EngineBackend, body: ChatParams) -> None:
     """A model with no known way to take tools is told so, never handed a prompt without them."""
     caps = engine.capabilities
     if body.uses_tools and caps.tool_format is None:
-        raise Refusal(400, f"the model {caps.model!r} has no chat template for tools and no known tool-call "
-                      "format", param="tools", code="tools_not_supported")
+        raise Refusal(
+            400,
+            f"the model {caps.model!r} has no chat template for tools and no known tool-call format",
+            param="tools",
+            code="tools_not_supported",
+        )
 
 
 def check_params_supported(engine: EngineBackend, body: ChatParams) -> None:
     for name in sorted(engine.capabilities.unsupported_params):
         value = getattr(body, name, None)
         if value is not None and value is not False and value != [] and value != {}:  # seed 0 is a seed
-            raise Refusal(400, f"{name} is not supported by this server's engine", param=name,
-                          code="unsupported_parameter")
+            raise Refusal(
+                400, f"{name} is not supported by this server's engine", param=name, code="unsupported_parameter"
+            )
 
 
 async def prepare_generation(engine: EngineBackend, body: ChatParams, default_max_tokens: int) -> Generation:
@@ -57,8 +63,9 @@ async def prepare_generation(engine: EngineBackend, body: ChatParams, default_ma
     use = body.tool_use()
     native = engine.capabilities.tool_format == "native"
     forced = use if is_forced(use) and not native else None
-    prompt = await engine.prepare([m.to_chat() for m in body.messages], body.reasoning_effort,
-                                  use.tools if use else (), body.chat_template_kwargs)
+    prompt = await engine.prepare(
+        [m.to_chat() for m in body.messages], body.reasoning_effort, use.tools if use else (), body.chat_template_kwargs
+    )
     params = GenParams(
         max_tokens=_max_tokens(engine, body, prompt.num_tokens, default_max_tokens),
         temperature=1.0 if body.temperature is None else body.temperature,
@@ -87,8 +94,9 @@ def _logit_bias(body: ChatParams) -> dict[int, float] | None:
     try:
         bias = {int(token): value for token, value in body.logit_bias.items()}
     except ValueError:
-        raise Refusal(400, "logit_bias keys must be token ids (integers as strings)", param="logit_bias",
-                      code="invalid_value") from None
+        raise Refusal(
+            400, "logit_bias keys must be token ids (integers as strings)", param="logit_bias", code="invalid_value"
+        ) from None
     if any(not -100 <= v <= 100 for v in bias.values()):
         raise Refusal(400, "logit_bias values must be between -100 and 100", param="logit_bias", code="invalid_value")
     return bias
@@ -101,14 +109,19 @@ def _max_tokens(engine: EngineBackend, body: ChatParams, prompt_tokens: int, def
     asked = body.requested_max_tokens
     param = body.max_tokens_param
     if asked is not None and asked > context:
-        raise Refusal(400, f"{param} is {asked}, but the model's context is only {context} tokens", param=param,
-                      code="invalid_value")
+        raise Refusal(
+            400,
+            f"{param} is {asked}, but the model's context is only {context} tokens",
+            param=param,
+            code="invalid_value",
+        )
     if room < 1 or (asked is not None and asked > room):
         raise Refusal(
             400,
             f"this model's maximum context length is {context} tokens; the messages take {prompt_tokens} tokens"
             + (f" and {param} asks for {asked} more" if asked is not None else ", leaving no room for an answer"),
-            param="messages", code="context_length_exceeded",
+            param="messages",
+            code="context_length_exceeded",
         )
     if asked is not None:
         return asked

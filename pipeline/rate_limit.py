@@ -95,16 +95,25 @@ class RateLimiter:
         self._roll_day(account, now)
         day_tokens = self._used(caller.name, "day", account.day_tokens)
         if limits.daily_tokens is not None and day_tokens + prompt_tokens > limits.daily_tokens:
-            raise self._refusal(caller, f"daily token quota of {limits.daily_tokens} reached for {caller.name}; "
-                                f"it renews at 00:00 UTC", _until_tomorrow(now), code="insufficient_quota")
+            raise self._refusal(
+                caller,
+                f"daily token quota of {limits.daily_tokens} reached for {caller.name}; it renews at 00:00 UTC",
+                _until_tomorrow(now),
+                code="insufficient_quota",
+            )
         if limits.tpm is not None:
             if prompt_tokens > limits.tpm:
-                raise self._refusal(caller, f"request too large for {caller.name}: {prompt_tokens} prompt tokens, "
-                                    f"over the limit of {limits.tpm} tokens per minute", WINDOW_S)
+                raise self._refusal(
+                    caller,
+                    f"request too large for {caller.name}: {prompt_tokens} prompt tokens, "
+                    f"over the limit of {limits.tpm} tokens per minute",
+                    WINDOW_S,
+                )
             if self._used(caller.name, "tokens", account.tokens.used(now)) + prompt_tokens > limits.tpm:
                 wait = account.tokens.wait_for_room(now, prompt_tokens, limits.tpm)
-                raise self._refusal(caller, f"rate limit reached for {caller.name}: {limits.tpm} tokens per minute",
-                                    wait)
+                raise self._refusal(
+                    caller, f"rate limit reached for {caller.name}: {limits.tpm} tokens per minute", wait
+                )
 
     def spend(self, caller: Caller, tokens: int) -> None:
         account, now = self._account(caller), self.clock()

@@ -27,8 +27,15 @@ class Refusal(Exception):
     """`retry_after_s` is set when trying again later can succeed (a busy server, a loading model);
     `headers` go out with the error (rate-limit figures, Allow)."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 retry_after_s: int | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after_s: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message

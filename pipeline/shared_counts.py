@@ -27,8 +27,9 @@ KINDS = ("requests", "tokens", "day")
 class SharedCounts:
     """A `pipeline.rate_limit.SharedTally` on Redis."""
 
-    def __init__(self, url: str, names: Iterable[str] = (), interval_s: float = 0.25,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, url: str, names: Iterable[str] = (), interval_s: float = 0.25, clock: Callable[[], float] = time.time
+    ) -> None:
         """`names`: callers read from the start (the configured keys); others once they show up."""
         self.url = url
         self.interval_s = interval_s
@@ -97,7 +98,7 @@ class SharedCounts:
             answers = await pipe.execute()
         out: dict[tuple[str, str], int] = {}
         for i, name in enumerate(names):
-            requests, tokens, day = answers[3 * i: 3 * i + 3]
+            requests, tokens, day = answers[3 * i : 3 * i + 3]
             out[(name, "requests")] = sum(int(v) for v in requests if v)
             out[(name, "tokens")] = sum(int(v) for v in tokens if v)
             out[(name, "day")] = int(day or 0)

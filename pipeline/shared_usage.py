@@ -94,7 +94,9 @@ class SharedUsage:
             await pipe.execute()
 
     async def _kept_minutes(self) -> set[int]:
-        return {int(key.decode().removeprefix(PREFIX)) async for key in self._client().scan_iter(f"{PREFIX}*", count=1000)}
+        return {
+            int(key.decode().removeprefix(PREFIX)) async for key in self._client().scan_iter(f"{PREFIX}*", count=1000)
+        }
 
     def _client(self) -> Redis:
         if self._redis is None:

@@ -53,8 +53,9 @@ class Fanout:
 
 
 class UsageLedger:
-    def __init__(self, clock: Callable[[], float] = time.time, retention_s: float = RETENTION_S,
-                 shared: MinuteSink | None = None) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.time, retention_s: float = RETENTION_S, shared: MinuteSink | None = None
+    ) -> None:
         self.clock = clock
         self.retention_s = retention_s
         self.shared = shared
@@ -87,8 +88,12 @@ class UsageLedger:
 
     def rows(self, start: float, end: float) -> list[tuple[int, int, str, UsageTotals]]:
         """(minute start, 60, caller, figures) of the minutes starting in [start, end), oldest first."""
-        return [(minute * BUCKET_S, BUCKET_S, name, totals) for minute, bucket in sorted(self._buckets.items())
-                if start <= minute * BUCKET_S < end for name, totals in sorted(bucket.items())]
+        return [
+            (minute * BUCKET_S, BUCKET_S, name, totals)
+            for minute, bucket in sorted(self._buckets.items())
+            if start <= minute * BUCKET_S < end
+            for name, totals in sorted(bucket.items())
+        ]
 
     def _bucket(self, minute: int) -> dict[str, UsageTotals]:
         bucket = self._buckets.get(minute)

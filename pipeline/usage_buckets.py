@@ -22,8 +22,7 @@ class Page:
     next_start: int | None  # where the next page starts; None: this is the last
 
 
-def page(rows: list[Row], start: int, end: int, width: str, limit: int, group_by: tuple[str, ...],
-         model: str) -> Page:
+def page(rows: list[Row], start: int, end: int, width: str, limit: int, group_by: tuple[str, ...], model: str) -> Page:
     step = WIDTHS[width]
     first = start // step * step
     edges = range(first, min(end, first + (limit + 1) * step), step)  # one past the page: are there more?
@@ -34,14 +33,30 @@ def page(rows: list[Row], start: int, end: int, width: str, limit: int, group_by
         if shown and shown[0] <= bucket <= shown[-1]:
             key = (caller if "api_key_id" in group_by else None, model if "model" in group_by else None)
             sums[bucket][key].add(totals)
-    buckets = [{"object": "bucket", "start_time": edge, "end_time": min(edge + step, end),
-                "results": [_result(totals, key) for key, totals in sorted(sums[edge].items(), key=str)]}
-               for edge in shown]
+    buckets = [
+        {
+            "object": "bucket",
+            "start_time": edge,
+            "end_time": min(edge + step, end),
+            "results": [_result(totals, key) for key, totals in sorted(sums[edge].items(), key=str)],
+        }
+        for edge in shown
+    ]
     return Page(buckets, shown[-1] + step if more else None)
 
 
 def _result(totals: UsageTotals, key: tuple[str | None, str | None]) -> dict:
-    return {"object": "organization.usage.completions.result", "input_tokens": totals.prompt_tokens,
-            "output_tokens": totals.completion_tokens, "input_cached_tokens": 0, "input_audio_tokens": 0,
-            "output_audio_tokens": 0, "num_model_requests": totals.requests - totals.rejections,
-            "project_id": None, "user_id": None, "api_key_id": key[0], "model": key[1], "batch": None}
+    return {
+        "object": "organization.usage.completions.result",
+        "input_tokens": totals.prompt_tokens,
+        "output_tokens": totals.completion_tokens,
+        "input_cached_tokens": 0,
+        "input_audio_tokens": 0,
+        "output_audio_tokens": 0,
+        "num_model_requests": totals.requests - totals.rejections,
+        "project_id": None,
+        "user_id": None,
+        "api_key_id": key[0],
+        "model": key[1],
+        "batch": None,
+    }

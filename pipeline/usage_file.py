@@ -23,12 +23,16 @@ log = logging.getLogger("gpt_oss_webui.usage")
 HOUR_S = 3600
 ROLL_UP_AFTER_S = 2 * 86_400  # minutes this old become hours
 _FIGURES = [f.name for f in fields(UsageTotals)]
-_SCHEMA = (f"""CREATE TABLE IF NOT EXISTS usage (start INTEGER NOT NULL, width INTEGER NOT NULL, caller TEXT NOT NULL,
-    {', '.join(f'{f} REAL NOT NULL DEFAULT 0' for f in _FIGURES)}, PRIMARY KEY (start, width, caller))""",
-           "CREATE INDEX IF NOT EXISTS usage_by_start ON usage (start)")
-_UPSERT = (f"INSERT INTO usage (start, width, caller, {', '.join(_FIGURES)}) VALUES (?, ?, ?, "
-           f"{', '.join('?' * len(_FIGURES))}) ON CONFLICT (start, width, caller) DO UPDATE SET "
-           + ", ".join(f"{f} = {f} + excluded.{f}" for f in _FIGURES))
+_SCHEMA = (
+    f"""CREATE TABLE IF NOT EXISTS usage (start INTEGER NOT NULL, width INTEGER NOT NULL, caller TEXT NOT NULL,
+    {", ".join(f"{f} REAL NOT NULL DEFAULT 0" for f in _FIGURES)}, PRIMARY KEY (start, width, caller))""",
+    "CREATE INDEX IF NOT EXISTS usage_by_start ON usage (start)",
+)
+_UPSERT = (
+    f"INSERT INTO usage (start, width, caller, {', '.join(_FIGURES)}) VALUES (?, ?, ?, "
+    f"{', '.join('?' * len(_FIGURES))}) ON CONFLICT (start, width, caller) DO UPDATE SET "
+    + ", ".join(f"{f} = {f} + excluded.{f}" for f in _FIGURES)
+)
 _MAINTAIN_EVERY_S = 600.0
 
 Row = tuple[int, int, str, UsageTotals]  # start (unix s), width (s), caller, figures
@@ -37,8 +41,9 @@ Row = tuple[int, int, str, UsageTotals]  # start (unix s), width (s), caller, fi
 class UsageFile:
     """A `pipeline.usage.MinuteSink` on SQLite."""
 
-    def __init__(self, path: str, retention_s: float, flush_s: float = 1.0, clock: Callable[[], float] = time.time
-                 ) -> None:
+    def __init__(
+        self, path: str, retention_s: float, flush_s: float = 1.0, clock: Callable[[], float] = time.time
+    ) -> None:
         self.retention_s, self.flush_s, self.clock = retention_s, flush_s, clock
         self.path = Path(path)
         self._file = SqliteFile(self.path, "the usage file", log, clock)
@@ -85,11 +90,14 @@ class UsageFile:
         hour_edge = int((now - ROLL_UP_AFTER_S) // HOUR_S * HOUR_S)
         sums = ", ".join(f"SUM({f})" for f in _FIGURES)
         async with self._file.transaction() as db:
-            await db.execute(f"INSERT INTO usage (start, width, caller, {', '.join(_FIGURES)}) "
-                             f"SELECT start / {HOUR_S} * {HOUR_S}, {HOUR_S}, caller, {sums} FROM usage "
-                             f"WHERE width = {BUCKET_S} AND start < ? GROUP BY start / {HOUR_S}, caller "
-                             f"ON CONFLICT (start, width, caller) DO UPDATE SET "
-                             + ", ".join(f"{f} = {f} + excluded.{f}" for f in _FIGURES), (hour_edge,))
+            await db.execute(
+                f"INSERT INTO usage (start, width, caller, {', '.join(_FIGURES)}) "
+                f"SELECT start / {HOUR_S} * {HOUR_S}, {HOUR_S}, caller, {sums} FROM usage "
+                f"WHERE width = {BUCKET_S} AND start < ? GROUP BY start / {HOUR_S}, caller "
+                f"ON CONFLICT (start, width, caller) DO UPDATE SET "
+                + ", ".join(f"{f} = {f} + excluded.{f}" for f in _FIGURES),
+                (hour_edge,),
+            )
             await db.execute(f"DELETE FROM usage WHERE width = {BUCKET_S} AND start < ?", (hour_edge,))
             await db.execute("DELETE FROM usage WHERE start < ?", (now - self.retention_s,))
 

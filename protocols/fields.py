@@ -10,8 +10,9 @@ from pydantic import BaseModel
 UNRECOGNIZED = "unrecognized request argument supplied: {name}"  # OpenAI's wording
 
 
-def unknown_field(data: dict[str, Any], model: type[BaseModel], unsupported: dict[str, str],
-                  wording: str = UNRECOGNIZED) -> tuple[str, str] | None:
+def unknown_field(
+    data: dict[str, Any], model: type[BaseModel], unsupported: dict[str, str], wording: str = UNRECOGNIZED
+) -> tuple[str, str] | None:
     for name in data:
         if name in unsupported:
             return name, unsupported[name]

@@ -13,9 +13,14 @@ from typing import Any
 from protocols.regex_bounds import pattern_problem, schema_patterns
 
 ENVELOPE_DEPTH = 8  # the levels a body wraps a schema in: tools[0].function.parameters is 4
-SCHEMA_PLACES = (("tools", "*", "function", "parameters"), ("tools", "*", "parameters"),
-                 ("response_format", "json_schema", "schema"), ("text", "format", "schema"),
-                 ("tools", "*", "input_schema"), ("output_config", "format", "schema"))  # the last two: Anthropic's
+SCHEMA_PLACES = (
+    ("tools", "*", "function", "parameters"),
+    ("tools", "*", "parameters"),
+    ("response_format", "json_schema", "schema"),
+    ("text", "format", "schema"),
+    ("tools", "*", "input_schema"),
+    ("output_config", "format", "schema"),
+)  # the last two: Anthropic's
 KWARGS_PLACES = (("chat_template_kwargs",),)
 
 
@@ -39,8 +44,11 @@ class JsonBounds:
             self._check_depth(schema, param, self.max_depth, "a JSON schema")
             total += len(json.dumps(schema, ensure_ascii=False).encode())
             if total > self.max_schema_bytes:
-                raise BoundError(param, f"the JSON schemas of this request come to more than {self.max_schema_bytes} "
-                                        f"bytes (server.max_schema_bytes), at {param}")
+                raise BoundError(
+                    param,
+                    f"the JSON schemas of this request come to more than {self.max_schema_bytes} "
+                    f"bytes (server.max_schema_bytes), at {param}",
+                )
             for pattern in schema_patterns(schema):
                 if (problem := pattern_problem(pattern)) is not None:
                     raise BoundError(param, f"the pattern {json.dumps(pattern)[:120]} in {param} {problem}")
@@ -52,8 +60,9 @@ class JsonBounds:
         fields = value.items() if param is None and isinstance(value, dict) else [(param, value)]
         for name, field in fields:
             if depth(field, limit) > limit:
-                raise BoundError(name, f"{what} may nest at most {limit} levels (from server.max_json_depth); "
-                                       f"{name} nests deeper")
+                raise BoundError(
+                    name, f"{what} may nest at most {limit} levels (from server.max_json_depth); {name} nests deeper"
+                )
 
 
 def depth(value: Any, stop: int) -> int:
@@ -61,8 +70,16 @@ def depth(value: Any, stop: int) -> int:
     until it passes `stop`: a comprehension per level keeps a 1 MiB body of lists in milliseconds."""
     level, found = [value], 0
     while found <= stop:
-        level = [child for node in level for child in (node.values() if isinstance(node, dict) else node)
-                 if isinstance(child, (dict, list))] if found else [v for v in level if isinstance(v, (dict, list))]
+        level = (
+            [
+                child
+                for node in level
+                for child in (node.values() if isinstance(node, dict) else node)
+                if isinstance(child, (dict, list))
+            ]
+            if found
+            else [v for v in level if isinstance(v, (dict, list))]
+        )
         if not level:
             return found
         found += 1

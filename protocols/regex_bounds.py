@@ -36,8 +36,10 @@ def pattern_problem(pattern: str) -> str | None:
                 low, high, inner = arg
                 unbounded = high == sre_constants.MAXREPEAT
                 if unbounded and _only_a_repeat(inner):
-                    return "repeats an unbounded repeat with nothing else required (as (a+)+ does), which can " \
-                           "take a matcher exponential time"
+                    return (
+                        "repeats an unbounded repeat with nothing else required (as (a+)+ does), which can "
+                        "take a matcher exponential time"
+                    )
                 counted = times * max(1, low if unbounded else high)
                 if counted > MAX_COUNT:
                     return f"counts to {counted} repeats (nested counts multiplied); at most {MAX_COUNT} are taken"

@@ -28,8 +28,9 @@ class StoreUnavailable(RuntimeError):
 
 
 class RedisResponseStore(ChainedStore):
-    def __init__(self, url: str, ttl_s: float, max_responses: int, owner: str,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, url: str, ttl_s: float, max_responses: int, owner: str, clock: Callable[[], float] = time.time
+    ) -> None:
         self.url, self.ttl_s, self.max_responses, self.clock = url, ttl_s, max_responses, clock
         self.owner = owner  # this gateway: the one whose background responses it fails after a restart
         self._redis: Redis | None = None
@@ -47,8 +48,14 @@ class RedisResponseStore(ChainedStore):
             await self._redis.aclose()
 
     async def put(self, stored: StoredResponse) -> None:
-        entry = {"caller": stored.caller, "created": stored.created, "previous_id": stored.previous_id,
-                 "response": stored.response, "input_items": stored.input_items, "owner": self.owner}
+        entry = {
+            "caller": stored.caller,
+            "created": stored.created,
+            "previous_id": stored.previous_id,
+            "response": stored.response,
+            "input_items": stored.input_items,
+            "owner": self.owner,
+        }
         now, redis = self.clock(), self._client()
         async with redis.pipeline(transaction=True) as tx:
             tx.set(PREFIX + stored.id, json.dumps(entry, ensure_ascii=False), px=int(self.ttl_s * 1000))
@@ -64,15 +71,17 @@ class RedisResponseStore(ChainedStore):
         entry = await self._entry(response_id, caller)
         if entry is not None:
             entry["response"] = response
-            await self._run(self._client().set(PREFIX + response_id, json.dumps(entry, ensure_ascii=False),
-                                               keepttl=True))
+            await self._run(
+                self._client().set(PREFIX + response_id, json.dumps(entry, ensure_ascii=False), keepttl=True)
+            )
 
     async def get(self, response_id: str, caller: str) -> StoredResponse | None:
         entry = await self._entry(response_id, caller)
         if entry is None:
             return None
-        return StoredResponse(response_id, caller, entry["created"], entry["previous_id"], entry["response"],
-                              entry["input_items"])
+        return StoredResponse(
+            response_id, caller, entry["created"], entry["previous_id"], entry["response"], entry["input_items"]
+        )
 
     async def delete(self, response_id: str, caller: str) -> bool:
         if await self._entry(response_id, caller) is None:
@@ -104,8 +113,9 @@ class RedisResponseStore(ChainedStore):
         try:
             return await command
         except (RedisError, OSError) as exc:
-            raise Refusal(503, f"the response store (Redis) does not answer: {exc}", code="store_unavailable",
-                          retry_after_s=1) from None
+            raise Refusal(
+                503, f"the response store (Redis) does not answer: {exc}", code="store_unavailable", retry_after_s=1
+            ) from None
 
 
 def gateway_name(port: int) -> str:

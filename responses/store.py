@@ -54,8 +54,14 @@ UNFINISHED = ("queued", "in_progress")
 
 
 def failed_by_a_stop(response: dict) -> dict:
-    return {**response, "status": "failed", "error": {
-        "code": "server_error", "message": "the server stopped before this background response finished; send it again"}}
+    return {
+        **response,
+        "status": "failed",
+        "error": {
+            "code": "server_error",
+            "message": "the server stopped before this background response finished; send it again",
+        },
+    }
 
 
 class ChainedStore(abc.ABC):
@@ -110,12 +116,16 @@ class ResponseStore(ChainedStore):
     async def _fail_unfinished(self) -> None:
         """Background responses the last process did not finish: failed, never silently lost."""
         async with self._file.transaction() as db:
-            async with db.execute("SELECT id, response FROM responses WHERE json_extract(response, '$.status') "
-                                  "IN ('queued', 'in_progress')") as cur:
+            async with db.execute(
+                "SELECT id, response FROM responses WHERE json_extract(response, '$.status') "
+                "IN ('queued', 'in_progress')"
+            ) as cur:
                 rows = list(await cur.fetchall())
             for response_id, text in rows:
-                await db.execute("UPDATE responses SET response = ? WHERE id = ?",
-                                 (json.dumps(failed_by_a_stop(json.loads(text))), response_id))
+                await db.execute(
+                    "UPDATE responses SET response = ? WHERE id = ?",
+                    (json.dumps(failed_by_a_stop(json.loads(text))), response_id),
+                )
         if rows:
             log.warning("%d background responses were unfinished when the server stopped; marked failed", len(rows))
 
@@ -131,9 +141,17 @@ class ResponseStore(ChainedStore):
 
     async def put(self, stored: StoredResponse) -> None:
         async with self._file.transaction() as db:
-            cur = await db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", (
-                stored.id, stored.caller, stored.created, stored.previous_id,
-                json.dumps(stored.response, ensure_ascii=False), json.dumps(stored.input_items, ensure_ascii=False)))
+            cur = await db.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    stored.id,
+                    stored.caller,
+                    stored.created,
+                    stored.previous_id,
+                    json.dumps(stored.response, ensure_ascii=False),
+                    json.dumps(stored.input_items, ensure_ascii=False),
+                ),
+            )
             self._count += cur.rowcount
         if self._count > self.max_responses:
             await self._evict(self._count - self.max_responses)
@@ -143,13 +161,17 @@ class ResponseStore(ChainedStore):
     async def update(self, response_id: str, caller: str, response: dict) -> None:
         """A background response's new state (in progress, then its outcome)."""
         async with self._file.transaction() as db:
-            await db.execute("UPDATE responses SET response = ? WHERE id = ? AND caller = ?",
-                             (json.dumps(response, ensure_ascii=False), response_id, caller))
+            await db.execute(
+                "UPDATE responses SET response = ? WHERE id = ? AND caller = ?",
+                (json.dumps(response, ensure_ascii=False), response_id, caller),
+            )
 
     async def get(self, response_id: str, caller: str) -> StoredResponse | None:
         async with self._file.connected().execute(
-                "SELECT id, caller, created, previous_id, response, input_items FROM responses "
-                "WHERE id = ? AND caller = ? AND created >= ?", (response_id, caller, self.clock() - self.ttl_s)) as cur:
+            "SELECT id, caller, created, previous_id, response, input_items FROM responses "
+            "WHERE id = ? AND caller = ? AND created >= ?",
+            (response_id, caller, self.clock() - self.ttl_s),
+        ) as cur:
             row = await cur.fetchone()
         if row is None:
             return None
@@ -171,6 +193,7 @@ class ResponseStore(ChainedStore):
 
     async def _evict(self, n: int) -> None:
         async with self._file.transaction() as db:
-            cur = await db.execute("DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created "
-                                   "LIMIT ?)", (n,))
+            cur = await db.execute(
+                "DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created LIMIT ?)", (n,)
+            )
         self._count -= cur.rowcount

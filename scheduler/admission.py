@@ -33,8 +33,15 @@ class AdmissionController:
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
     from scheduler/background.py before it tries one, and prefill as lower requests do."""
 
-    def __init__(self, max_concurrency: int, token_budget: int | None, block_size: int = 1,
-                 high_reserve: float = 0.0, upper: int | None = None, lower_prefills: int | None = None) -> None:
+    def __init__(
+        self,
+        max_concurrency: int,
+        token_budget: int | None,
+        block_size: int = 1,
+        high_reserve: float = 0.0,
+        upper: int | None = None,
+        lower_prefills: int | None = None,
+    ) -> None:
         self.max_concurrency = max_concurrency
         self.high_reserve = high_reserve
         self.upper = upper or max_concurrency
@@ -105,8 +112,12 @@ class AdmissionController:
     def _lower_may_prefill(self) -> bool:
         if self._high_prefilling:
             return False
-        return (self.lower_prefills is None or not self.high_traffic or self.unbounded
-                or len(self._lower_prefilling) < self.lower_prefills)
+        return (
+            self.lower_prefills is None
+            or not self.high_traffic
+            or self.unbounded
+            or len(self._lower_prefilling) < self.lower_prefills
+        )
 
     def has_any_slot(self, high_waiting: bool = False) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""
@@ -122,9 +133,15 @@ class AdmissionController:
         return self.token_budget is None or self.cost(request) <= self.token_budget
 
     def fits(self, request: Request, high_waiting: bool = False) -> bool:
-        slot = (self._lower_may_prefill() and len(self._background) < self.background_slots
-                and len(self._running) < self.background_fill()) if request.background else (
-            self._has_slot(request.priority, high_waiting))
+        slot = (
+            (
+                self._lower_may_prefill()
+                and len(self._background) < self.background_slots
+                and len(self._running) < self.background_fill()
+            )
+            if request.background
+            else (self._has_slot(request.priority, high_waiting))
+        )
         return (
             not self.paused
             and slot

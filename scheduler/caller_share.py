@@ -74,8 +74,9 @@ class CallerShare:
     def position(self, queue: PriorityQueue, key: RequestKey, now: float | None = None) -> int | None:
         return self._positions.of(queue, key, now)
 
-    def displaced_by(self, newcomer: Request, queue: PriorityQueue,
-                     may_take: Callable[[Request], bool] = lambda r: True) -> Request | None:
+    def displaced_by(
+        self, newcomer: Request, queue: PriorityQueue, may_take: Callable[[Request], bool] = lambda r: True
+    ) -> Request | None:
         """In a full queue, the place a newcomer may take so one caller cannot hold them all: the
         newest waiter of its class's heaviest caller, when that caller holds at least two places
         more than the newcomer's."""

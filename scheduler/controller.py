@@ -51,8 +51,12 @@ class Controller:
             s.queue.remove(request.key)
             limit = self.ledger.accepted_wait_s(request.priority)
             retry = self.ledger.retry_after_s(request.priority)
-            error = SchedulerError(Outcome.TIMEOUT, f"waited longer than the {request.priority.value}-priority "
-                                   f"limit of {limit:g} s in the queue; retry later", retry)
+            error = SchedulerError(
+                Outcome.TIMEOUT,
+                f"waited longer than the {request.priority.value}-priority "
+                f"limit of {limit:g} s in the queue; retry later",
+                retry,
+            )
             self.ledger.fail(request, error)
         self.dispatcher.dispatch()
 
@@ -82,9 +86,16 @@ class Controller:
         s.admission.high_busy = s.high_demand.busy(high_rate)
         s.admission.high_traffic = high_rate > 0
         if (s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded) != before:
-            log.debug("running limit %d -> %d, high slots %d, unbounded %s (tpot=%.3fs over %.1f running, mean "
-                      "demand %.1f)", before[0], s.admission.max_concurrency, s.admission.high_slots,
-                      s.admission.unbounded, tpot or 0.0, running, s.demand.mean)
+            log.debug(
+                "running limit %d -> %d, high slots %d, unbounded %s (tpot=%.3fs over %.1f running, mean demand %.1f)",
+                before[0],
+                s.admission.max_concurrency,
+                s.admission.high_slots,
+                s.admission.unbounded,
+                tpot or 0.0,
+                running,
+                s.demand.mean,
+            )
             self.dispatcher.dispatch()
 
     def _search_fill(self) -> None:
@@ -107,8 +118,9 @@ class Controller:
         self.state.admission.paused = paused
         self.dispatcher.dispatch()
 
-    def update_limits(self, max_concurrency: int | None = None, max_queue_size: int | None = None,
-                      low_max_wait_s: float | None = None) -> None:
+    def update_limits(
+        self, max_concurrency: int | None = None, max_queue_size: int | None = None, low_max_wait_s: float | None = None
+    ) -> None:
         """Live changes from operators; nothing queued is dropped when a limit shrinks."""
         config = self.state.config
         if max_concurrency is not None:
@@ -118,6 +130,10 @@ class Controller:
             config.max_queue_size = max_queue_size
         if low_max_wait_s is not None:
             config.max_wait_s.low = low_max_wait_s
-        log.warning("limits changed: max_concurrency=%d max_queue_size=%d low_max_wait_s=%g",
-                    config.max_concurrency, config.max_queue_size, config.max_wait_s.low)
+        log.warning(
+            "limits changed: max_concurrency=%d max_queue_size=%d low_max_wait_s=%g",
+            config.max_concurrency,
+            config.max_queue_size,
+            config.max_wait_s.low,
+        )
         self.dispatcher.dispatch()

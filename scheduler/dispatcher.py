@@ -47,9 +47,15 @@ class Dispatcher:
         if s.listeners:
             self.ledger.emit(QueueEvent("admitted", request.priority, caller=request.caller, wait_s=wait))
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("dispatch id=%s caller=%s class=%s score=%.2f wait=%.3fs running=%d", request.request_id,
-                      request.caller, request.priority.value, s.queue.effective_score(request, now), wait,
-                      s.admission.running)
+            log.debug(
+                "dispatch id=%s caller=%s class=%s score=%.2f wait=%.3fs running=%d",
+                request.request_id,
+                request.caller,
+                request.priority.value,
+                s.queue.effective_score(request, now),
+                wait,
+                s.admission.running,
+            )
         task = asyncio.create_task(self._run(ticket), name=f"run-{request.engine_id}")
         s.tasks[request.key] = task
         task.add_done_callback(lambda _: self._never_ran(ticket, task))
@@ -94,8 +100,9 @@ class Dispatcher:
             if first is None:
                 s.prefills.ended(now)
                 first, batch_mark = now, s.pace.mark()
-                self.ledger.emit(QueueEvent("first_token", request.priority, caller=request.caller,
-                                            elapsed_s=now - request.arrival))
+                self.ledger.emit(
+                    QueueEvent("first_token", request.priority, caller=request.caller, elapsed_s=now - request.arrival)
+                )
                 if s.admission.first_token(request.key):
                     self.dispatch()
             elif last is not None:  # always, once the first token is in
@@ -128,7 +135,7 @@ class Dispatcher:
         running = [s.tickets[key].request for key in s.tasks if s.tickets[key].request.background]
         over = sum(not r.preempted for r in running) - s.background_slots()
         newest = sorted((r for r in running if not r.preempted), key=lambda r: r.dispatched_at or 0.0, reverse=True)
-        for request in newest[:max(0, over)]:
+        for request in newest[: max(0, over)]:
             request.preempted = True
             s.tasks[request.key].cancel()
         if over > 0:

@@ -17,9 +17,15 @@ from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request, SchedulerError
 
 
-def predicted_wait_s(request: Request, queue: PriorityQueue, admission: AdmissionController,
-                     drain: DrainEstimator, arrivals: ArrivalRates, limit_s: float,
-                     count_ahead: Callable[[], int]) -> float | None:
+def predicted_wait_s(
+    request: Request,
+    queue: PriorityQueue,
+    admission: AdmissionController,
+    drain: DrainEstimator,
+    arrivals: ArrivalRates,
+    limit_s: float,
+    count_ahead: Callable[[], int],
+) -> float | None:
     """Seconds until `request` would start: 0 when it fits now, None before anything has finished.
     Counting who is ahead (`count_ahead`) scans the queue, so it happens only when waiting behind
     everyone would break the limit."""
@@ -39,12 +45,18 @@ def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> Sche
     if wait_s is None or wait_s <= limit_s:
         return None
     if math.isinf(wait_s):
-        return SchedulerError(Outcome.WAIT_LIMIT, f"requests of higher classes arrive faster than the engine serves "
-                              f"them: this {request.priority.value}-priority request would not start; retry later",
-                              retry_after(wait_s))
-    return SchedulerError(Outcome.WAIT_LIMIT, f"the queue would hold this {request.priority.value}-priority request "
-                          f"about {wait_s:.0f} s, past its limit of {limit_s:g} s; retry later",
-                          retry_after(wait_s - limit_s))
+        return SchedulerError(
+            Outcome.WAIT_LIMIT,
+            f"requests of higher classes arrive faster than the engine serves "
+            f"them: this {request.priority.value}-priority request would not start; retry later",
+            retry_after(wait_s),
+        )
+    return SchedulerError(
+        Outcome.WAIT_LIMIT,
+        f"the queue would hold this {request.priority.value}-priority request "
+        f"about {wait_s:.0f} s, past its limit of {limit_s:g} s; retry later",
+        retry_after(wait_s - limit_s),
+    )
 
 
 def queue_room(max_queue_size: int, priority: PriorityClass, high_reserve: float) -> int:

@@ -62,4 +62,3 @@ class VirtualTokenCounter:
         for turn in range(max(len(q) for q in queues.values())):
             out.extend(queues[c][turn] for c in callers if turn < len(queues[c]))
         return out
-

@@ -27,8 +27,7 @@ class HighDemand:
 
     def finished(self, first_token_s: float, decoded: int, target_tpot_s: float) -> None:
         service = max(first_token_s, 0.0) + max(decoded, 0) * target_tpot_s
-        self.service_s = service if self.service_s is None else self.service_s + _SMOOTHING * (
-            service - self.service_s)
+        self.service_s = service if self.service_s is None else self.service_s + _SMOOTHING * (service - self.service_s)
 
     def busy(self, rate_per_s: float) -> float:
         """Slots the high requests arriving at `rate_per_s` keep busy on average; 0 unknown."""

@@ -34,15 +34,36 @@ class Ledger:
             s.engine_ids.drop(request.engine_id)
         request.state = RequestState.FINISHED
         waited = (request.dispatched_at or now) - request.arrival
-        s.finished[request.key] = {"priority": request.priority.value, "caller": request.caller,
-                                   "waited_s": round(waited, 3), "outcome": outcome.value}
+        s.finished[request.key] = {
+            "priority": request.priority.value,
+            "caller": request.caller,
+            "waited_s": round(waited, 3),
+            "outcome": outcome.value,
+        }
         while len(s.finished) > _FINISHED_KEPT:
             s.finished.popitem(last=False)
-        log.info("%s id=%s caller=%s class=%s score=%.2f wait=%.3fs total=%.3fs", outcome, request.request_id,
-                 request.caller, request.priority.value, request.score, waited, now - request.arrival)
-        self.emit(QueueEvent("finished", request.priority, outcome, caller=request.caller, wait_s=waited,
-                             elapsed_s=now - request.arrival, was_running=request.dispatched_at is not None,
-                             in_stream=ticket is not None and ticket.stream_open))
+        log.info(
+            "%s id=%s caller=%s class=%s score=%.2f wait=%.3fs total=%.3fs",
+            outcome,
+            request.request_id,
+            request.caller,
+            request.priority.value,
+            request.score,
+            waited,
+            now - request.arrival,
+        )
+        self.emit(
+            QueueEvent(
+                "finished",
+                request.priority,
+                outcome,
+                caller=request.caller,
+                wait_s=waited,
+                elapsed_s=now - request.arrival,
+                was_running=request.dispatched_at is not None,
+                in_stream=ticket is not None and ticket.stream_open,
+            )
+        )
 
     def emit(self, event: QueueEvent) -> None:
         for listener in self.state.listeners:

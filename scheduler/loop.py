@@ -32,8 +32,13 @@ log = logging.getLogger("gpt_oss_webui.queue")
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, engine: EngineBackend, clock: Callable[[], float] = time.monotonic,
-                 policy: SchedulingPolicy | None = None) -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        engine: EngineBackend,
+        clock: Callable[[], float] = time.monotonic,
+        policy: SchedulingPolicy | None = None,
+    ) -> None:
         self.state = SchedulerState.build(config, engine, clock)
         self.ledger = Ledger(self.state)
         self.dispatcher = Dispatcher(self.state, policy or ClassPolicy(), self.ledger)
@@ -109,8 +114,9 @@ class Scheduler:
             request.score = self.state.pressure.weight(request.priority, request.score)
             request.arrival = self.clock()
             self._check_door(request)
-            if len(self.queue) >= queue_room(self.config.max_queue_size, request.priority,
-                                             self.config.limit.high_reserve):
+            if len(self.queue) >= queue_room(
+                self.config.max_queue_size, request.priority, self.config.limit.high_reserve
+            ):
                 self._make_room(request)
         except SchedulerError as exc:
             if exc.kind is not Outcome.DUPLICATE_ID:
@@ -120,8 +126,14 @@ class Scheduler:
         self.state.arrivals.record(request.priority, request.arrival)
         if request.priority is PriorityClass.HIGH:
             self.admission.high_traffic = True
-        log.debug("enqueue id=%s caller=%s class=%s score=%.2f queued=%d", request.request_id, request.caller,
-                  request.priority.value, request.score, len(self.queue))
+        log.debug(
+            "enqueue id=%s caller=%s class=%s score=%.2f queued=%d",
+            request.request_id,
+            request.caller,
+            request.priority.value,
+            request.score,
+            len(self.queue),
+        )
         self.dispatcher.dispatch()
         self.state.background.seen_interactive(request.arrival)
         self.dispatcher.yield_background()
@@ -165,10 +177,17 @@ class Scheduler:
             return
         self._dequeue(request)
         self.ledger.emit(QueueEvent("rejected", request.priority, Outcome.RATE_LIMITED, caller=request.caller))
-        log.info("reject id=%s caller=%s class=%s reason=max_queued", request.request_id, request.caller,
-                 request.priority.value)
-        raise SchedulerError(Outcome.RATE_LIMITED, f"rate limit reached for {request.caller}: at most "
-                             f"{request.max_queued} requests waiting at once", self.ledger.retry_after_s(request.priority))
+        log.info(
+            "reject id=%s caller=%s class=%s reason=max_queued",
+            request.request_id,
+            request.caller,
+            request.priority.value,
+        )
+        raise SchedulerError(
+            Outcome.RATE_LIMITED,
+            f"rate limit reached for {request.caller}: at most {request.max_queued} requests waiting at once",
+            self.ledger.retry_after_s(request.priority),
+        )
 
     def cancel(self, ticket: Ticket) -> None:
         """The client left: drop its request from the queue, or abort it in the engine. Only this
@@ -196,12 +215,24 @@ class Scheduler:
 
     def _check_door(self, request: Request) -> None:
         limit = self.ledger.max_wait_s(request.priority)
-        wait = predicted_wait_s(request, self.queue, self.admission, self.state.drain, self.state.arrivals, limit,
-                                lambda: self.state.share.ahead_of_new(request, self.queue))
+        wait = predicted_wait_s(
+            request,
+            self.queue,
+            self.admission,
+            self.state.drain,
+            self.state.arrivals,
+            limit,
+            lambda: self.state.share.ahead_of_new(request, self.queue),
+        )
         refusal = wait_refusal(request, wait, limit)
         if refusal is not None:
-            log.info("reject id=%s caller=%s class=%s reason=wait_limit predicted_wait=%.1fs", request.request_id,
-                     request.caller, request.priority.value, wait)
+            log.info(
+                "reject id=%s caller=%s class=%s reason=wait_limit predicted_wait=%.1fs",
+                request.request_id,
+                request.caller,
+                request.priority.value,
+                wait,
+            )
             raise refusal
 
     def _make_room(self, newcomer: Request) -> None:
@@ -213,15 +244,25 @@ class Scheduler:
         victim = victim or self.state.share.displaced_by(newcomer, self.queue, self._before_response)
         if victim is None:
             retry = self.ledger.retry_after_s(newcomer.priority)
-            log.info("reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds", newcomer.request_id,
-                     newcomer.caller, newcomer.priority.value, retry)
-            raise SchedulerError(Outcome.QUEUE_FULL, f"the queue is full ({len(self.queue)} waiting); retry later",
-                                 retry)
+            log.info(
+                "reject id=%s caller=%s class=%s reason=queue_full retry_after=%ds",
+                newcomer.request_id,
+                newcomer.caller,
+                newcomer.priority.value,
+                retry,
+            )
+            raise SchedulerError(
+                Outcome.QUEUE_FULL, f"the queue is full ({len(self.queue)} waiting); retry later", retry
+            )
         self.queue.remove(victim.key)
         retry = self.ledger.retry_after_s(victim.priority)
         why = "a high-priority request" if victim.priority is not newcomer.priority else "another caller's request"
-        self.ledger.fail(victim, SchedulerError(Outcome.DISPLACED, f"the queue is full and {why} took this request's "
-                                          "place; retry later", retry))
+        self.ledger.fail(
+            victim,
+            SchedulerError(
+                Outcome.DISPLACED, f"the queue is full and {why} took this request's place; retry later", retry
+            ),
+        )
 
     def _before_response(self, request: Request) -> bool:
         return self.state.before_response(request.key)
@@ -274,6 +315,7 @@ class Scheduler:
     def set_admission_paused(self, paused: bool) -> None:
         self.controller.set_admission_paused(paused)
 
-    def update_limits(self, max_concurrency: int | None = None, max_queue_size: int | None = None,
-                      low_max_wait_s: float | None = None) -> None:
+    def update_limits(
+        self, max_concurrency: int | None = None, max_queue_size: int | None = None, low_max_wait_s: float | None = None
+    ) -> None:
         self.controller.update_limits(max_concurrency, max_queue_size, low_max_wait_s)

@@ -28,8 +28,9 @@ class Decision:
     reason: Reason
 
 
-_CLOSED, _NO_SLOT, _EMPTY, _HEAD_WAITS = (Decision(None, r) for r in (Reason.CLOSED, Reason.NO_SLOT, Reason.EMPTY,
-                                                                     Reason.HEAD_WAITS))
+_CLOSED, _NO_SLOT, _EMPTY, _HEAD_WAITS = (
+    Decision(None, r) for r in (Reason.CLOSED, Reason.NO_SLOT, Reason.EMPTY, Reason.HEAD_WAITS)
+)
 
 
 class SchedulingPolicy(Protocol):

@@ -22,7 +22,8 @@ class PriorityQueue:
         self._order = itertools.count()
         self._members: dict[RequestKey, Request] = {}
         self._by_class: dict[PriorityClass, OrderedDict[RequestKey, Request]] = {
-            c: OrderedDict() for c in PriorityClass}
+            c: OrderedDict() for c in PriorityClass
+        }
         self._by_caller: Counter[str] = Counter()
         self._version = 0
         self._ranked: list[Request] = []

@@ -65,15 +65,26 @@ class SchedulerState:
     @classmethod
     def build(cls, config: SchedulerConfig, engine: EngineBackend, clock: Callable[[], float]) -> SchedulerState:
         limit = ConcurrencyLimit(config.limit, config.slo.tpot_s, config.max_concurrency or NO_SLOT_LIMIT)
-        admission = AdmissionController(limit.value, token_budget=0, high_reserve=config.limit.high_reserve,
-                                        upper=limit.upper)
+        admission = AdmissionController(
+            limit.value, token_budget=0, high_reserve=config.limit.high_reserve, upper=limit.upper
+        )
         fair = config.fair_share
         share = CallerShare(VirtualTokenCounter(fair.input_weight, fair.output_weight) if fair.enabled else None)
         line = TpotLine()
-        return cls(config, engine, clock, PriorityQueue(config.aging_per_s), limit, admission,
-                   PressureMonitor(config.pressure), share, line,
-                   BackgroundShare(config.background.slowdown, config.background.quiet_s, line),
-                   Demand(config.limit.demand_window_s), FillSearch(config.background.fill_period_s))
+        return cls(
+            config,
+            engine,
+            clock,
+            PriorityQueue(config.aging_per_s),
+            limit,
+            admission,
+            PressureMonitor(config.pressure),
+            share,
+            line,
+            BackgroundShare(config.background.slowdown, config.background.quiet_s, line),
+            Demand(config.limit.demand_window_s),
+            FillSearch(config.background.fill_period_s),
+        )
 
     def background_slots(self) -> int:
         """Background sequences the engine may hold now (background work never waits in the queue,

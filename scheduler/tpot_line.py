@@ -19,8 +19,12 @@ class TpotLine:
 
     def add(self, running: float, tpot_s: float) -> None:
         self._w, self._n, self._t, self._nn, self._nt = (
-            _MEMORY * self._w + 1, _MEMORY * self._n + running, _MEMORY * self._t + tpot_s,
-            _MEMORY * self._nn + running * running, _MEMORY * self._nt + running * tpot_s)
+            _MEMORY * self._w + 1,
+            _MEMORY * self._n + running,
+            _MEMORY * self._t + tpot_s,
+            _MEMORY * self._nn + running * running,
+            _MEMORY * self._nt + running * tpot_s,
+        )
 
     def fit(self) -> tuple[float, float] | None:
         """(a, b): TPOT alone and the cost of each sequence more; None while the readings cannot say."""

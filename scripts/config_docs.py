@@ -81,8 +81,7 @@ def _walk(model: type[BaseModel], path: str, defaults: dict | None, intro: str) 
             continue
         item = _list_item_model(info.annotation)
         if item is not None:
-            rows.append(Key(child, f"list; entries as in `{child}[]`", _yaml(default), "",
-                            _sentence(info.description)))
+            rows.append(Key(child, f"list; entries as in `{child}[]`", _yaml(default), "", _sentence(info.description)))
             nested += _walk(item, f"{child}[]", None, _intro(info, item))
             continue
         rows.append(Key(child, _type_name(info.annotation), _yaml(default), _bounds(info), _sentence(info.description)))
@@ -206,14 +205,19 @@ def render_markdown() -> str:
             lines += textwrap.wrap(group.intro, 110, break_on_hyphens=False) + [""]
         if group.keys:
             lines += ["| key | type | default | allowed | description |", "| --- | --- | --- | --- | --- |"]
-            lines += [f"| `{k.path}` | {_cell(k.type)} | {_code(k.default)} | {_cell(k.bounds)} | {_cell(k.description)} |"
-                      for k in group.keys]
+            lines += [
+                f"| `{k.path}` | {_cell(k.type)} | {_code(k.default)} | {_cell(k.bounds)} | {_cell(k.description)} |"
+                for k in group.keys
+            ]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def render_text() -> str:
-    out = ["Configuration reference, from settings/schema.py (the same as docs/configuration.md).",
-           "Set a key in config.yaml, or at start-up: python app.py --set dotted.key=value", ""]
+    out = [
+        "Configuration reference, from settings/schema.py (the same as docs/configuration.md).",
+        "Set a key in config.yaml, or at start-up: python app.py --set dotted.key=value",
+        "",
+    ]
     for group in groups():
         out.append(group.path)
         if group.intro:
@@ -221,8 +225,9 @@ def render_text() -> str:
         for k in group.keys:
             facts = ", ".join(p for p in (k.type, f"default {k.default}", k.bounds) if p).replace("`", "")
             out.append(f"  {k.path}  ({facts})")
-            out += textwrap.wrap(k.description.replace("`", ""), 100, initial_indent="      ",
-                                 subsequent_indent="      ")
+            out += textwrap.wrap(
+                k.description.replace("`", ""), 100, initial_indent="      ", subsequent_indent="      "
+            )
         out.append("")
     return "\n".join(out)
 

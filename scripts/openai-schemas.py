@@ -5,12 +5,20 @@ Usage: python scripts/openai-schemas.py path/to/openapi.json > tests/api/fixture
 so the tests hold us to OpenAI's shapes without a download at test time. OpenAPI 3.0's `nullable: true`,
 which the document still uses in places, becomes JSON Schema's `anyOf: [..., {type: null}]`.
 """
+
 import json
 import sys
 from typing import Any
 
-ROOTS = ("CreateChatCompletionResponse", "CreateChatCompletionStreamResponse", "ListModelsResponse", "ErrorResponse",
-         "Response", "ResponseStreamEvent", "ResponseItemList")
+ROOTS = (
+    "CreateChatCompletionResponse",
+    "CreateChatCompletionStreamResponse",
+    "ListModelsResponse",
+    "ErrorResponse",
+    "Response",
+    "ResponseStreamEvent",
+    "ResponseItemList",
+)
 DROPPED = {"description", "example", "examples", "x-stainless-const", "deprecated", "title"}
 
 

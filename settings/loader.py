@@ -164,8 +164,12 @@ def _plain_keys_in(section: Any) -> bool:
     server, scheduler = _mapping(section, "server"), _mapping(section, "scheduler")
     keys = server.get("keys")
     named = keys if isinstance(keys, list) else []
-    return bool(server.get("api_keys") or server.get("admin_keys") or scheduler.get("priority_keys")
-                or any(isinstance(key, dict) and key.get("key") for key in named))
+    return bool(
+        server.get("api_keys")
+        or server.get("admin_keys")
+        or scheduler.get("priority_keys")
+        or any(isinstance(key, dict) and key.get("key") for key in named)
+    )
 
 
 def _mapping(node: Any, key: str) -> dict:

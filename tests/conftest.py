@@ -28,11 +28,32 @@ _STORES = tempfile.mkdtemp(prefix="stores-")  # not the repo's data/
 _RESPONSES = f"responses.path={_STORES}/responses.sqlite3"
 _BATCHES = f"batches.path={_STORES}/batches.sqlite3"
 _USAGE = "usage.path="  # in memory: a test's usage is its own
-FAST_SIM = [_RESPONSES, _BATCHES, _USAGE, "engine.backend=sim", "engine.sim.token_latency_ms=1", "engine.sim.prefill_ms_per_token=0",
-            "engine.sim.natural_stop=false", "logging.file=", "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
-VLLM = [_RESPONSES, _BATCHES, _USAGE, "engine.backend=vllm", "engine.vllm.max_num_seqs=1", "engine.vllm.kv_cache_memory_bytes=268435456",
-        "scheduler.max_concurrency=8", "logging.file=",
-        "cache.enabled=false", "monitor.gpu=false", "server.ui=false"]
+FAST_SIM = [
+    _RESPONSES,
+    _BATCHES,
+    _USAGE,
+    "engine.backend=sim",
+    "engine.sim.token_latency_ms=1",
+    "engine.sim.prefill_ms_per_token=0",
+    "engine.sim.natural_stop=false",
+    "logging.file=",
+    "cache.enabled=false",
+    "monitor.gpu=false",
+    "server.ui=false",
+]
+VLLM = [
+    _RESPONSES,
+    _BATCHES,
+    _USAGE,
+    "engine.backend=vllm",
+    "engine.vllm.max_num_seqs=1",
+    "engine.vllm.kv_cache_memory_bytes=268435456",
+    "scheduler.max_concurrency=8",
+    "logging.file=",
+    "cache.enabled=false",
+    "monitor.gpu=false",
+    "server.ui=false",
+]
 
 
 @dataclass
@@ -49,8 +70,9 @@ class LiveServer:
 
     def client(self, **kwargs) -> openai.OpenAI:
         """An official client, closed with the server so no socket is left to the garbage collector."""
-        client = openai.OpenAI(base_url=self.base_url, api_key=kwargs.pop("api_key", "sk-test"), max_retries=0,
-                               **kwargs)
+        client = openai.OpenAI(
+            base_url=self.base_url, api_key=kwargs.pop("api_key", "sk-test"), max_retries=0, **kwargs
+        )
         self.clients.append(client)
         return client
 
@@ -72,9 +94,13 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def live_server(*overrides: str, wait_ready: bool = True, base: list[str] = FAST_SIM,
-                startup_timeout: float = 15, prepare: Callable[[Services], None] | None = None
-                ) -> Iterator[LiveServer]:
+def live_server(
+    *overrides: str,
+    wait_ready: bool = True,
+    base: list[str] = FAST_SIM,
+    startup_timeout: float = 15,
+    prepare: Callable[[Services], None] | None = None,
+) -> Iterator[LiveServer]:
     """`prepare` may replace parts of the services (a fake GPU reader, say) before the server starts."""
     config = load_config(None, overrides=[*base, *overrides])
     failures: list[BaseException] = []
@@ -85,8 +111,9 @@ def live_server(*overrides: str, wait_ready: bool = True, base: list[str] = FAST
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
-                                          **uvicorn_settings(config.server)))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2, **uvicorn_settings(config.server))
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     live = LiveServer(f"http://127.0.0.1:{port}", services, server)
@@ -143,7 +170,6 @@ def vllm_server(vllm_installed: None) -> Iterator[LiveServer]:
         yield live
 
 
-
 @contextlib.contextmanager
 def redis_server(folder: str) -> Iterator[str]:
     """A real redis-server on a loopback port (no persistence), stopped on the way out; skips
@@ -156,8 +182,11 @@ def redis_server(folder: str) -> Iterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", folder], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", folder],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 10
     while True:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2) as conn:

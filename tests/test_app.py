@@ -24,8 +24,14 @@ def free_port() -> int:
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "app.py", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        [sys.executable, "app.py", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 def wait_healthy(url: str, proc: subprocess.Popen) -> None:
@@ -42,22 +48,43 @@ def wait_healthy(url: str, proc: subprocess.Popen) -> None:
 
 
 def test_bad_config_stops_with_one_line():
-    result = subprocess.run([sys.executable, "app.py", "--set", "scheduler.max_concurrency=-3"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "app.py", "--set", "scheduler.max_concurrency=-3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "config error: scheduler.max_concurrency: -3 is not allowed; expected an integer between 0 and 4096"]
-    unknown = subprocess.run([sys.executable, "app.py", "--preset", "nope"], cwd=ROOT, capture_output=True,
-                             text=True, timeout=60)
+        "config error: scheduler.max_concurrency: -3 is not allowed; expected an integer between 0 and 4096"
+    ]
+    unknown = subprocess.run(
+        [sys.executable, "app.py", "--preset", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert unknown.returncode == 2 and "preset: 'nope' is not defined" in unknown.stderr
 
 
 def test_flags_and_clean_ctrl_c(tmp_path):
     port = free_port()
-    proc = start("--preset", "personal", "--engine", "sim", "--port", str(port),
-                 "--set", "scheduler.max_concurrency=1", "--set", "engine.sim.token_latency_ms=50",
-                 "--set", "engine.sim.natural_stop=false",  # else a short answer may end before Ctrl-C
-                 "--set", f"logging.file={tmp_path / 'queue.log'}", "--set", "logging.level=DEBUG")
+    proc = start(
+        "--preset",
+        "personal",
+        "--engine",
+        "sim",
+        "--port",
+        str(port),
+        "--set",
+        "scheduler.max_concurrency=1",
+        "--set",
+        "engine.sim.token_latency_ms=50",
+        "--set",
+        "engine.sim.natural_stop=false",  # else a short answer may end before Ctrl-C
+        "--set",
+        f"logging.file={tmp_path / 'queue.log'}",
+        "--set",
+        "logging.level=DEBUG",
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
@@ -91,8 +118,16 @@ def test_flags_and_clean_ctrl_c(tmp_path):
 @pytest.mark.vllm
 def test_an_engine_that_cannot_start_stops_the_process_with_one_line(vllm_installed):
     port = free_port()
-    proc = start("--port", str(port), "--engine", "vllm", "--set", "engine.vllm.extra_args={max_num_seqz: 4}",
-                 "--set", "logging.file=")
+    proc = start(
+        "--port",
+        str(port),
+        "--engine",
+        "vllm",
+        "--set",
+        "engine.vllm.extra_args={max_num_seqz: 4}",
+        "--set",
+        "logging.file=",
+    )
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert "the engine failed to start: engine.vllm.extra_args.max_num_seqz: not an argument of vLLM's" in out

@@ -53,8 +53,9 @@ def modes_under(root: Path) -> dict[str, int]:
 
 def assert_private(root: Path) -> None:
     modes = modes_under(root)
-    assert modes and all(m == (0o700 if (root / name).is_dir() else 0o600) for name, m in modes.items()), \
-        {name: oct(m) for name, m in modes.items()}
+    assert modes and all(m == (0o700 if (root / name).is_dir() else 0o600) for name, m in modes.items()), {
+        name: oct(m) for name, m in modes.items()
+    }
 
 
 def stored(rid: str) -> StoredResponse:
@@ -118,8 +119,9 @@ async def test_files_an_older_version_left_open_are_tightened_with_a_warning(tmp
     assert mode(path) == mode(wal) == mode(key) == 0o600
     assert mode(folder) == 0o755  # a folder already there stays as it was
     lines = [r.getMessage() for r in warnings_seen.records if r.name == "gpt_oss_webui.files"]
-    assert lines == [f"file {name} was open to group or others (mode 644); made it owner-only (600)"
-                     for name in (path, wal, key)]
+    assert lines == [
+        f"file {name} was open to group or others (mode 644); made it owner-only (600)" for name in (path, wal, key)
+    ]
     await store.close()
 
 
@@ -162,51 +164,63 @@ def test_a_key_file_others_may_read_is_named_at_start(tmp_path, warnings_seen):
     keys.chmod(0o640)
     warn_of_open_key_files(None, load_config(None, overrides=[f"server.key_file={keys}"]))
     assert key_warnings(warnings_seen) == [
-        f"{keys} holds API keys and is readable by group or others; run chmod 600 {keys}"]
+        f"{keys} holds API keys and is readable by group or others; run chmod 600 {keys}"
+    ]
     warnings_seen.clear()
     keys.chmod(0o600)
     warn_of_open_key_files(None, load_config(None, overrides=[f"server.key_file={keys}"]))
     assert key_warnings(warnings_seen) == []
 
 
-@pytest.mark.parametrize("text, warned", [
-    ("server:\n  keys: [{name: a, key: sk-a-12345678}]\n", True),
-    ("server:\n  api_keys: [sk-1]\n", True),
-    ("presets:\n  team:\n    scheduler: {priority_keys: [sk-vip]}\n", True),
-    (f"server:\n  keys: [{{name: a, key_sha256: {SHA}}}]\n", False),
-    ("server:\n  port: 8001\n", False),
-])
+@pytest.mark.parametrize(
+    "text, warned",
+    [
+        ("server:\n  keys: [{name: a, key: sk-a-12345678}]\n", True),
+        ("server:\n  api_keys: [sk-1]\n", True),
+        ("presets:\n  team:\n    scheduler: {priority_keys: [sk-vip]}\n", True),
+        (f"server:\n  keys: [{{name: a, key_sha256: {SHA}}}]\n", False),
+        ("server:\n  port: 8001\n", False),
+    ],
+)
 def test_a_config_file_others_may_read_is_named_only_when_it_holds_keys(tmp_path, warnings_seen, text, warned):
     path = tmp_path / "config.yaml"
     path.write_text(text)
     path.chmod(0o644)
     warn_of_open_key_files(path, load_config(path))
-    assert key_warnings(warnings_seen) == ([f"{path} holds API keys and is readable by group or others; "
-                                            f"run chmod 600 {path}"] if warned else [])
+    assert key_warnings(warnings_seen) == (
+        [f"{path} holds API keys and is readable by group or others; run chmod 600 {path}"] if warned else []
+    )
 
 
-@pytest.mark.parametrize("value", [
-    "[{name: env, key: sk-env-12345678, class: high}]",
-    '{"keys": [{"name": "env", "key": "sk-env-12345678", "class": "high"}]}',
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "[{name: env, key: sk-env-12345678, class: high}]",
+        '{"keys": [{"name": "env", "key": "sk-env-12345678", "class": "high"}]}',
+    ],
+)
 def test_keys_from_the_environment_join_the_others(tmp_path, monkeypatch, value):
     monkeypatch.setenv(KEYS_ENV, value)
     keys = tmp_path / "keys.yaml"
     keys.write_text(f"keys: [{{name: ci, key_sha256: {SHA}}}]\n")
-    config = load_config(None, overrides=["server.keys=[{name: inline, key: sk-inline-1234}]",
-                                          f"server.key_file={keys}"])
+    config = load_config(
+        None, overrides=["server.keys=[{name: inline, key: sk-inline-1234}]", f"server.key_file={keys}"]
+    )
     assert [k.name for k in config.server.keys] == ["inline", "ci", "env"]
     caller = Keyring(config).identify("sk-env-12345678")
     assert (caller.name, caller.key_class.value) == ("env", "high")
     assert Keyring(load_config(None)).identify("sk-env-12345678").name == "env"  # alone, too
 
 
-@pytest.mark.parametrize("value, message", [
-    ("[{name: a, key: [unclosed", "environment variable GPT_OSS_WEBUI_KEYS: not valid YAML"),
-    ("sk-just-a-key", "environment variable GPT_OSS_WEBUI_KEYS: expected a list of keys"),
-    ("[sk-one, sk-two]", "environment variable GPT_OSS_WEBUI_KEYS: expected a list of keys"),
-    ("{keys: {name: a}}", "environment variable GPT_OSS_WEBUI_KEYS: expected a list of keys"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("[{name: a, key: [unclosed", "environment variable GPT_OSS_WEBUI_KEYS: not valid YAML"),
+        ("sk-just-a-key", "environment variable GPT_OSS_WEBUI_KEYS: expected a list of keys"),
+        ("[sk-one, sk-two]", "environment variable GPT_OSS_WEBUI_KEYS: expected a list of keys"),
+        ("{keys: {name: a}}", "environment variable GPT_OSS_WEBUI_KEYS: expected a list of keys"),
+    ],
+)
 def test_a_malformed_key_variable_is_one_line_naming_it(monkeypatch, value, message):
     monkeypatch.setenv(KEYS_ENV, value)
     with pytest.raises(ConfigError) as err:

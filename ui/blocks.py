@@ -33,8 +33,9 @@ LANG_JS = "() => (navigator.language || 'en').toLowerCase().startsWith('zh') ? '
 I18N = gr.I18n(en=EN, **{"zh-CN": ZH, "zh": ZH})
 
 
-def build_ui(services: Services, sessions: Sessions, config_path: str,
-             history: HistoryStore | None = None) -> gr.Blocks:
+def build_ui(
+    services: Services, sessions: Sessions, config_path: str, history: HistoryStore | None = None
+) -> gr.Blocks:
     """`history` is opened and closed with the server (ui.mount); without one, none is kept."""
     t = I18N
     store = history if history is not None else HistoryStore(HistoryConfig(enabled=False))
@@ -51,8 +52,11 @@ def build_ui(services: Services, sessions: Sessions, config_path: str,
 
         def on_load(language: str, request: gr.Request) -> tuple:
             caller = page.caller_of(request)
-            return (header_html(services, caller, code_of(language)), gr.update(visible=caller.admin),
-                    gr.update(visible=caller.admin and services.keyring.keys_required))
+            return (
+                header_html(services, caller, code_of(language)),
+                gr.update(visible=caller.admin),
+                gr.update(visible=caller.admin and services.keyring.keys_required),
+            )
 
         def relabel(language: str, request: gr.Request) -> list:
             caller = page.caller_of(request)

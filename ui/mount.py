@@ -29,9 +29,17 @@ def mount_ui(app: FastAPI, services: Services, config_path: str) -> None:
     app.add_middleware(PageGuard, sessions=sessions, api_routes=lambda: app.routes)
     app.add_middleware(BrowserId)
     blocks = build_ui(services, sessions, config_path, history)
-    gr.mount_gradio_app(app, blocks, path="/", i18n=I18N, footer_links=["settings"], css=CSS,
-                        max_file_size=services.config.ui.max_upload_bytes, show_error=False,  # gr.Error only
-                        auth_dependency=_signed_in(sessions) if sessions.required else None)
+    gr.mount_gradio_app(
+        app,
+        blocks,
+        path="/",
+        i18n=I18N,
+        footer_links=["settings"],
+        css=CSS,
+        max_file_size=services.config.ui.max_upload_bytes,
+        show_error=False,  # gr.Error only
+        auth_dependency=_signed_in(sessions) if sessions.required else None,
+    )
     blocks.has_launched = True  # so Gradio's own checks on file paths apply too (it skips them before launch)
     _open_with_the_server(app, history)
 

@@ -60,12 +60,16 @@ def header_html(services: Services, caller: Caller | None, code: str) -> str:
     if caller is not None:
         user = f" · {html.escape(message(code, 'signed_in', name=caller.name))}"
         if services.keyring.any_keys:
-            user += (f' <form method="post" action="/signout"><button id="sign-out">'
-                     f'{html.escape(message(code, "sign_out"))}</button></form>')
+            user += (
+                f' <form method="post" action="/signout"><button id="sign-out">'
+                f"{html.escape(message(code, 'sign_out'))}</button></form>"
+            )
     usage = usage_html(services, caller, code) if caller is not None else ""
-    return (f'<div><strong style="font-size:1.25em">GPT-OSS WebUI</strong> · '
-            f'<code>{html.escape(engine.capabilities.model)}</code> · '
-            f'<span id="engine-state">{state}</span>{user}</div>{usage}')
+    return (
+        f'<div><strong style="font-size:1.25em">GPT-OSS WebUI</strong> · '
+        f"<code>{html.escape(engine.capabilities.model)}</code> · "
+        f'<span id="engine-state">{state}</span>{user}</div>{usage}'
+    )
 
 
 def code_of(language: str) -> str:

@@ -20,8 +20,15 @@ from protocols.openai_chat.render import queue_comment
 
 Seal = Callable[[str], str]  # thinking text -> the signature that reads it back for this caller alone
 CAPACITY = {"queue_full", "queue_displaced", "queue_timeout", "queue_wait_limit"}
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-          404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 529: "overloaded_error"}
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 
@@ -36,8 +43,11 @@ def status_of(refusal: Refusal) -> int:
 def error_body(refusal: Refusal) -> dict:
     status = status_of(refusal)
     kind = _TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-    message = f"{refusal.param}: {refusal.message}" if refusal.param and refusal.param not in refusal.message \
+    message = (
+        f"{refusal.param}: {refusal.message}"
+        if refusal.param and refusal.param not in refusal.message
         else refusal.message
+    )
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
@@ -47,8 +57,12 @@ def sse(kind: str, payload: dict) -> str:
 
 def usage(counts: Usage) -> dict:
     """Anthropic counts cache reads apart from the input: the engine's prefix-cache hits."""
-    return {"input_tokens": counts.prompt_tokens - counts.cached_tokens, "output_tokens": counts.completion_tokens,
-            "cache_read_input_tokens": counts.cached_tokens, "cache_creation_input_tokens": 0}
+    return {
+        "input_tokens": counts.prompt_tokens - counts.cached_tokens,
+        "output_tokens": counts.completion_tokens,
+        "cache_read_input_tokens": counts.cached_tokens,
+        "cache_creation_input_tokens": 0,
+    }
 
 
 def tool_use_id(call_id: str) -> str:
@@ -81,8 +95,15 @@ class MessageShape:
         if finished.text or not content + list(finished.tool_calls):  # thinking cut by max_tokens stands alone
             content.append({"type": "text", "text": finished.text})
         content += [_tool_use(call) for call in finished.tool_calls]
-        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
-                **stop_of(finished), "usage": usage(finished.usage)}
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": content,
+            **stop_of(finished),
+            "usage": usage(finished.usage),
+        }
 
 
 def stop_of(finished: Finished) -> dict:
@@ -111,9 +132,16 @@ class MessageStream:
         self.thinking = ""
 
     def begin(self) -> list[str]:
-        message: dict = {"id": self.shape.id, "type": "message", "role": "assistant", "model": self.shape.model,
-                   "content": [], "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}}
+        message: dict = {
+            "id": self.shape.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.shape.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": 0},
+        }
         return [sse("message_start", {"type": "message_start", "message": message})]
 
     async def queued(self, event: Queued) -> list[str]:
@@ -145,7 +173,9 @@ class MessageStream:
         out = self._close()
         if self.index < 0:  # an empty answer is still one text block
             out += self._start({"type": "text", "text": ""}) + self._close()
-        out.append(sse("message_delta", {"type": "message_delta", "delta": stop_of(event), "usage": usage(event.usage)}))
+        out.append(
+            sse("message_delta", {"type": "message_delta", "delta": stop_of(event), "usage": usage(event.usage)})
+        )
         return [*out, sse("message_stop", {"type": "message_stop"})]
 
     async def refused(self, event: Refused) -> list[str]:
@@ -155,8 +185,10 @@ class MessageStream:
         out = self._close()
         self.index += 1
         self.open = block["type"]
-        return [*out, sse("content_block_start", {"type": "content_block_start", "index": self.index,
-                                                  "content_block": block})]
+        return [
+            *out,
+            sse("content_block_start", {"type": "content_block_start", "index": self.index, "content_block": block}),
+        ]
 
     def _delta(self, delta: dict) -> str:
         return sse("content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta})

@@ -14,8 +14,7 @@ from protocols.fields import unknown_field
 from protocols.openai_chat.request import REQUEST_ID_PATTERN
 from protocols.openai_chat.tools import NAME_PATTERN, JsonSchema
 
-NO_OPS = ("metadata", "service_tier", "context_management", "cache_control", "inference_geo", "speed",
-          "diagnostics")
+NO_OPS = ("metadata", "service_tier", "context_management", "cache_control", "inference_geo", "speed", "diagnostics")
 UNSUPPORTED = {
     "container": "containers are not supported: there are no server tools here",
     "mcp_servers": "MCP servers are not supported; run the MCP client on your side and send its tools",
@@ -71,8 +70,9 @@ class RedactedThinkingBlock(_Block):
     data: str
 
 
-Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock,
-                  Field(discriminator="type")]
+Block = Annotated[
+    TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock, Field(discriminator="type")
+]
 
 
 class MessageParam(BaseModel):
@@ -186,8 +186,10 @@ def client_tools(raw: list[dict[str, Any]] | None) -> list[Tool]:
     for i, tool in enumerate(raw or ()):
         kind = tool.get("type")
         if kind not in (None, "custom"):
-            raise ToolRefused(f"tools.{i}.type", f"server tool {kind!r} is not supported: only client tools "
-                                                 "(name, description, input_schema) run here")
+            raise ToolRefused(
+                f"tools.{i}.type",
+                f"server tool {kind!r} is not supported: only client tools (name, description, input_schema) run here",
+            )
         tools.append(Tool.model_validate(tool))
     return tools
 

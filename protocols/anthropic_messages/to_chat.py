@@ -29,22 +29,40 @@ _EFFORT = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "m
 
 def chat_request(body: MessagesRequest, tools: list[Tool], unseal: Unseal) -> ChatCompletionRequest:
     fields: dict[str, Any] = {
-        "model": body.model, "messages": chat_messages(body, unseal), "stream": body.stream,
-        "max_tokens": body.max_tokens, "temperature": body.temperature, "top_p": body.top_p,
-        "top_k": body.top_k, "stop": body.stop_sequences or None, "reasoning_effort": reasoning_effort(body),
-        "priority": body.priority, "request_id": body.request_id,
+        "model": body.model,
+        "messages": chat_messages(body, unseal),
+        "stream": body.stream,
+        "max_tokens": body.max_tokens,
+        "temperature": body.temperature,
+        "top_p": body.top_p,
+        "top_k": body.top_k,
+        "stop": body.stop_sequences or None,
+        "reasoning_effort": reasoning_effort(body),
+        "priority": body.priority,
+        "request_id": body.request_id,
     }
     choice = body.tool_choice
     if tools and not (choice is not None and choice.type == "none"):
-        fields["tools"] = [{"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.input_schema, "strict": t.strict}}
-            for t in tools]
+        fields["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                    "strict": t.strict,
+                },
+            }
+            for t in tools
+        ]
         fields["tool_choice"] = _tool_choice(choice)
         if choice is not None and choice.disable_parallel_tool_use:
             fields["parallel_tool_calls"] = False
     if body.output_config is not None and body.output_config.format is not None:
-        fields["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": "output", "schema": body.output_config.format.schema_}}
+        fields["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": body.output_config.format.schema_},
+        }
     return ChatCompletionRequest.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
@@ -91,8 +109,13 @@ def _assistant(message: MessageParam, unseal: Unseal) -> list[dict]:
         elif isinstance(block, RedactedThinkingBlock):
             thinking += unseal(block.data)
         elif isinstance(block, ToolUseBlock):
-            calls.append({"id": block.id, "type": "function",
-                          "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
+            calls.append(
+                {
+                    "id": block.id,
+                    "type": "function",
+                    "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)},
+                }
+            )
     turn: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
     if calls:
         turn["tool_calls"] = calls

@@ -84,5 +84,6 @@ class Message(BaseModel):
     def to_chat(self) -> ChatMessage:
         role = "system" if self.role == "developer" else self.role
         calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in self.tool_calls or ())
-        return ChatMessage(role, self.text, calls, self.tool_call_id, self.name,
-                           self.reasoning_content or self.reasoning or "")
+        return ChatMessage(
+            role, self.text, calls, self.tool_call_id, self.name, self.reasoning_content or self.reasoning or ""
+        )

@@ -23,10 +23,18 @@ class CompletionFormat:
     _text_head: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        head = sse({"id": self.request_id, "object": "chat.completion.chunk", "created": self.created,
-                    "model": self.model, "choices": []})
-        object.__setattr__(self, "_text_head", head[:-len('"choices":[]}\n\n')]
-                           + '"choices":[{"index":0,"delta":{"content":')
+        head = sse(
+            {
+                "id": self.request_id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+            }
+        )
+        object.__setattr__(
+            self, "_text_head", head[: -len('"choices":[]}\n\n')] + '"choices":[{"index":0,"delta":{"content":'
+        )
 
     @classmethod
     def start(cls, request_id: str, model: str, include_reasoning: bool = True) -> CompletionFormat:
@@ -36,9 +44,10 @@ class CompletionFormat:
         content = finished.text if finished.text or not finished.tool_calls else None
         message: dict = {"role": "assistant", "content": content, "refusal": None}
         if finished.tool_calls:
-            message["tool_calls"] = [{"id": c.id, "type": "function",
-                                      "function": {"name": c.name, "arguments": c.arguments}}
-                                     for c in finished.tool_calls]
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in finished.tool_calls
+            ]
         if finished.reasoning and self.include_reasoning:
             message["reasoning_content"] = finished.reasoning
         return {
@@ -46,20 +55,32 @@ class CompletionFormat:
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "logprobs": logprobs(finished.logprobs),
-                         "finish_reason": finished.finish_reason}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": logprobs(finished.logprobs),
+                    "finish_reason": finished.finish_reason,
+                }
+            ],
             "usage": usage(finished.usage),
         }
 
-    def chunk(self, delta: dict, finish_reason: str | None = None, with_usage_field: bool = False,
-              token_logprobs: tuple[TokenLogprob, ...] | None = None) -> str:
+    def chunk(
+        self,
+        delta: dict,
+        finish_reason: str | None = None,
+        with_usage_field: bool = False,
+        token_logprobs: tuple[TokenLogprob, ...] | None = None,
+    ) -> str:
         body = {
             "id": self.request_id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": logprobs(token_logprobs),
-                         "finish_reason": finish_reason}],
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": logprobs(token_logprobs), "finish_reason": finish_reason}
+            ],
         }
         if with_usage_field:
             body["usage"] = None
@@ -73,23 +94,39 @@ class CompletionFormat:
         return f'{self._text_head}{json.dumps(text)}}},"logprobs":null,"finish_reason":null}}]{tail}'
 
     def usage_chunk(self, counts: Usage) -> str:
-        return sse({"id": self.request_id, "object": "chat.completion.chunk", "created": self.created,
-                    "model": self.model, "choices": [], "usage": usage(counts)})
+        return sse(
+            {
+                "id": self.request_id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": usage(counts),
+            }
+        )
 
 
 def tool_call_delta(piece: ToolCallPiece) -> dict:
     """The first piece of a call names it (arguments ""); later pieces carry argument text only."""
     if piece.id is None:
         return {"index": piece.index, "function": {"arguments": piece.arguments}}
-    return {"index": piece.index, "id": piece.id, "type": "function",
-            "function": {"name": piece.name, "arguments": piece.arguments}}
+    return {
+        "index": piece.index,
+        "id": piece.id,
+        "type": "function",
+        "function": {"name": piece.name, "arguments": piece.arguments},
+    }
 
 
 def logprobs(tokens: tuple[TokenLogprob, ...] | None) -> dict | None:
     if tokens is None:
         return None
-    return {"content": [{**_logprob(t.token, t.logprob), "top_logprobs": [_logprob(s, p) for s, p in t.top]}
-                        for t in tokens], "refusal": None}
+    return {
+        "content": [
+            {**_logprob(t.token, t.logprob), "top_logprobs": [_logprob(s, p) for s, p in t.top]} for t in tokens
+        ],
+        "refusal": None,
+    }
 
 
 def _logprob(token: str, logprob: float) -> dict:
@@ -97,10 +134,13 @@ def _logprob(token: str, logprob: float) -> dict:
 
 
 def usage(counts: Usage) -> dict:
-    return {"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
-            "total_tokens": counts.prompt_tokens + counts.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": counts.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": counts.reasoning_tokens}}
+    return {
+        "prompt_tokens": counts.prompt_tokens,
+        "completion_tokens": counts.completion_tokens,
+        "total_tokens": counts.prompt_tokens + counts.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": counts.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": counts.reasoning_tokens},
+    }
 
 
 def sse(payload: dict) -> str:
@@ -143,8 +183,9 @@ class ChatStream:
     async def text(self, event: TextDelta) -> list[str]:
         if event.logprobs is None:
             return [self.fmt.text_chunk(event.text, self.include_usage)]
-        return [self.fmt.chunk({"content": event.text}, with_usage_field=self.include_usage,
-                               token_logprobs=event.logprobs)]
+        return [
+            self.fmt.chunk({"content": event.text}, with_usage_field=self.include_usage, token_logprobs=event.logprobs)
+        ]
 
     async def tool_call(self, event: ToolCallPiece) -> list[str]:
         return [self.fmt.chunk({"tool_calls": [tool_call_delta(event)]}, with_usage_field=self.include_usage)]
@@ -157,12 +198,29 @@ class ChatStream:
         return [sse(error_body(event.refusal))]
 
 
-_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-          404: "invalid_request_error", 415: "invalid_request_error", 431: "invalid_request_error",
-          405: "invalid_request_error", 408: "timeout_error", 413: "invalid_request_error",
-          422: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    415: "invalid_request_error",
+    431: "invalid_request_error",
+    405: "invalid_request_error",
+    408: "timeout_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    503: "server_error",
+}
 
 
 def error_body(refusal: Refusal) -> dict:
-    return {"error": {"message": refusal.message, "type": _TYPES.get(refusal.status, "server_error"),
-                      "param": refusal.param, "code": refusal.code}}
+    return {
+        "error": {
+            "message": refusal.message,
+            "type": _TYPES.get(refusal.status, "server_error"),
+            "param": refusal.param,
+            "code": refusal.code,
+        }
+    }

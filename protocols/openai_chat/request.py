@@ -28,9 +28,24 @@ UNSUPPORTED = {
 NO_OPS = ("metadata", "store", "prompt_cache_key", "safety_identifier", "service_tier", "user")
 
 
-_NOT_IN_OPTIONS = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed",
-                   "reasoning_effort", "stream", "stream_options", "cache", "include_reasoning", "priority",
-                   "request_id", *NO_OPS}  # in the cache key on their own, or unable to change the answer
+_NOT_IN_OPTIONS = {
+    "model",
+    "messages",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "reasoning_effort",
+    "stream",
+    "stream_options",
+    "cache",
+    "include_reasoning",
+    "priority",
+    "request_id",
+    *NO_OPS,
+}  # in the cache key on their own, or unable to change the answer
 
 
 class StreamOptions(BaseModel):
@@ -162,7 +177,26 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:]
 
 
-_UNION_TAGS = {"str", "int", "list[str]", "literal['exact']", "list[TextPart]", "TextPart", "bool", "float", "none",
-               "NamedToolChoice", "literal['none','auto','required']"}
-__all__ = ["ChatCompletionRequest", "Message", "TextPart", "ToolCallIn", "TokenizeRequest", "describe",
-           "unknown_fields", "REQUEST_ID_PATTERN"]
+_UNION_TAGS = {
+    "str",
+    "int",
+    "list[str]",
+    "literal['exact']",
+    "list[TextPart]",
+    "TextPart",
+    "bool",
+    "float",
+    "none",
+    "NamedToolChoice",
+    "literal['none','auto','required']",
+}
+__all__ = [
+    "ChatCompletionRequest",
+    "Message",
+    "TextPart",
+    "ToolCallIn",
+    "TokenizeRequest",
+    "describe",
+    "unknown_fields",
+    "REQUEST_ID_PATTERN",
+]

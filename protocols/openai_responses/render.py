@@ -34,42 +34,77 @@ class ResponseShape:
     seal: Callable[[str], str] | None = None  # reasoning as encrypted_content, when the request includes it
     created_at: int = field(default_factory=lambda: int(time.time()))
 
-    def envelope(self, status: str, output: list[dict], usage: Usage | None = None, error: dict | None = None,
-                 incomplete: str | None = None) -> dict:
+    def envelope(
+        self,
+        status: str,
+        output: list[dict],
+        usage: Usage | None = None,
+        error: dict | None = None,
+        incomplete: str | None = None,
+    ) -> dict:
         body = self.body
         choice = body.tool_choice
         shape = {
-            "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-            "background": body.background, "error": error,
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "background": body.background,
+            "error": error,
             "incomplete_details": {"reason": incomplete} if incomplete else None,
-            "instructions": body.instructions, "max_output_tokens": body.max_output_tokens, "max_tool_calls": None,
-            "model": self.model, "output": output, "parallel_tool_calls": body.parallel_tool_calls is not False,
+            "instructions": body.instructions,
+            "max_output_tokens": body.max_output_tokens,
+            "max_tool_calls": None,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": body.parallel_tool_calls is not False,
             "previous_response_id": body.previous_response_id,
             "reasoning": {"effort": body.reasoning.effort if body.reasoning else None, "summary": None},
-            "store": body.store, "temperature": body.temperature if body.temperature is not None else 1.0,
-            "text": {"format": {"type": "text"}} if body.text is None or body.text.format is None
+            "store": body.store,
+            "temperature": body.temperature if body.temperature is not None else 1.0,
+            "text": {"format": {"type": "text"}}
+            if body.text is None or body.text.format is None
             else {"format": body.text.format.model_dump(by_alias=True, exclude_none=True)},
             "tool_choice": choice.model_dump() if isinstance(choice, NamedFunction) else choice or "auto",
-            "tools": [{"type": "function", "name": t.name, "description": t.description,
-                       "parameters": t.parameters or {"type": "object", "properties": {}},
-                       "strict": bool(t.strict)} for t in self.tools]
-            + [{"type": "custom", "name": t.name, **({"description": t.description} if t.description else {}),
-                "format": {"type": "text"}} for t in self.custom],
-            "top_p": body.top_p if body.top_p is not None else 1.0, "truncation": body.truncation or "disabled",
-            "user": body.user, "metadata": body.metadata or {},
+            "tools": [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters or {"type": "object", "properties": {}},
+                    "strict": bool(t.strict),
+                }
+                for t in self.tools
+            ]
+            + [
+                {
+                    "type": "custom",
+                    "name": t.name,
+                    **({"description": t.description} if t.description else {}),
+                    "format": {"type": "text"},
+                }
+                for t in self.custom
+            ],
+            "top_p": body.top_p if body.top_p is not None else 1.0,
+            "truncation": body.truncation or "disabled",
+            "user": body.user,
+            "metadata": body.metadata or {},
             "usage": usage_of(usage) if usage is not None else None,
         }
         return {k: v for k, v in shape.items() if v is not None or k in _NULLABLE}
 
     def finished(self, finished: Finished, output: list[dict]) -> dict:
         length = finished.finish_reason == "length"
-        return self.envelope("incomplete" if length else "completed", output, finished.usage,
-                             incomplete="max_output_tokens" if length else None)
+        return self.envelope(
+            "incomplete" if length else "completed",
+            output,
+            finished.usage,
+            incomplete="max_output_tokens" if length else None,
+        )
 
     def failed(self, refusal: Refusal, output: list[dict]) -> dict:
         code = "rate_limit_exceeded" if refusal.status == 429 else "server_error"  # the codes OpenAI's schema allows
         return self.envelope("failed", output, error={"code": code, "message": refusal.message})
-
 
     def is_custom(self, name: str | None) -> bool:
         return any(t.name == name for t in self.custom)
@@ -83,15 +118,24 @@ class ResponseShape:
             items.append(message_item(new_id("msg"), finished.text))
         for c in finished.tool_calls:
             custom = self.is_custom(c.name)
-            items.append((custom_call_item if custom else call_item)(new_id("ctc" if custom else "fc"), c.id, c.name,
-                                                                     c.arguments))
+            items.append(
+                (custom_call_item if custom else call_item)(
+                    new_id("ctc" if custom else "fc"), c.id, c.name, c.arguments
+                )
+            )
         return items
 
 
-def reasoning_item(item_id: str, text: str, status: str = "completed", seal: Callable[[str], str] | None = None
-                   ) -> dict:
-    item = {"type": "reasoning", "id": item_id, "summary": [], "status": status,
-            "content": [{"type": "reasoning_text", "text": text}] if status == "completed" else []}
+def reasoning_item(
+    item_id: str, text: str, status: str = "completed", seal: Callable[[str], str] | None = None
+) -> dict:
+    item = {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [],
+        "status": status,
+        "content": [{"type": "reasoning_text", "text": text}] if status == "completed" else [],
+    }
     if seal is not None and status == "completed":
         item["encrypted_content"] = seal(text)
     return item
@@ -107,8 +151,14 @@ def text_part(text: str) -> dict:
 
 
 def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
-    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
-            "status": status}
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
 
 
 def custom_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
@@ -117,8 +167,14 @@ def custom_call_item(item_id: str, call_id: str, name: str, arguments: str, stat
         text = json.loads(arguments)["input"] if arguments else ""
     except (ValueError, KeyError, TypeError):
         text = arguments
-    return {"type": "custom_tool_call", "id": item_id, "call_id": call_id, "name": name,
-            "input": text if isinstance(text, str) else arguments, "status": status}
+    return {
+        "type": "custom_tool_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "input": text if isinstance(text, str) else arguments,
+        "status": status,
+    }
 
 
 def listed(item: dict, default_id: str) -> dict:
@@ -127,17 +183,20 @@ def listed(item: dict, default_id: str) -> dict:
     if item.get("type") in ("function_call", "function_call_output") or item.get("role") == "assistant":
         shown.setdefault("status", "completed")
     if isinstance(content := item.get("content"), str):
-        shown["content"] = [text_part(content) if item.get("role") == "assistant"
-                            else {"type": "input_text", "text": content}]
+        shown["content"] = [
+            text_part(content) if item.get("role") == "assistant" else {"type": "input_text", "text": content}
+        ]
     return shown
 
 
 def usage_of(usage: Usage) -> dict:
-    return {"input_tokens": usage.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
-            "output_tokens": usage.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+    }
 
 
 class EventWriter:
@@ -171,8 +230,9 @@ class EventWriter:
     async def reasoning(self, event: ReasoningDelta) -> list[str]:
         out: list[str] = []
         if self._kind() != "reasoning":
-            out += self._close() + self._start(reasoning_item(new_id("rs"), "", "in_progress"),
-                                               {"type": "reasoning_text", "text": ""})
+            out += self._close() + self._start(
+                reasoning_item(new_id("rs"), "", "in_progress"), {"type": "reasoning_text", "text": ""}
+            )
         self._text += event.text
         return [*out, self.event("response.reasoning_text.delta", **self._at(), content_index=0, delta=event.text)]
 
@@ -181,15 +241,18 @@ class EventWriter:
         if self._kind() != "message":
             out += self._close() + self._start(message_item(new_id("msg"), "", "in_progress"), text_part(""))
         self._text += event.text
-        return [*out, self.event("response.output_text.delta", **self._at(), content_index=0, delta=event.text,
-                                 logprobs=[])]
+        return [
+            *out,
+            self.event("response.output_text.delta", **self._at(), content_index=0, delta=event.text, logprobs=[]),
+        ]
 
     async def tool_call(self, event: ToolCallPiece) -> list[str]:
         if event.id is None:
             return self._arguments(event.arguments)
         custom = self.shape.is_custom(event.name)
-        item = (custom_call_item if custom else call_item)(new_id("ctc" if custom else "fc"), event.id,
-                                                            event.name or "", "", "in_progress")
+        item = (custom_call_item if custom else call_item)(
+            new_id("ctc" if custom else "fc"), event.id, event.name or "", "", "in_progress"
+        )
         return self._close() + self._start(item) + (self._arguments(event.arguments) if event.arguments else [])
 
     async def finished(self, event: Finished) -> list[str]:
@@ -237,16 +300,22 @@ class EventWriter:
         at, text, out = self._at(), self._text, []
         if item["type"] == "reasoning":
             done = reasoning_item(item["id"], text, seal=self.shape.seal)
-            out += [self.event("response.reasoning_text.done", **at, content_index=0, text=text),
-                    self.event("response.content_part.done", **at, content_index=0, part=done["content"][0])]
+            out += [
+                self.event("response.reasoning_text.done", **at, content_index=0, text=text),
+                self.event("response.content_part.done", **at, content_index=0, part=done["content"][0]),
+            ]
         elif item["type"] == "message":
             done = message_item(item["id"], text)
-            out += [self.event("response.output_text.done", **at, content_index=0, text=text, logprobs=[]),
-                    self.event("response.content_part.done", **at, content_index=0, part=done["content"][0])]
+            out += [
+                self.event("response.output_text.done", **at, content_index=0, text=text, logprobs=[]),
+                self.event("response.content_part.done", **at, content_index=0, part=done["content"][0]),
+            ]
         elif item["type"] == "custom_tool_call":
             done = custom_call_item(item["id"], item["call_id"], item["name"], text)
-            out += [self.event("response.custom_tool_call_input.delta", **at, delta=done["input"]),
-                    self.event("response.custom_tool_call_input.done", **at, input=done["input"])]
+            out += [
+                self.event("response.custom_tool_call_input.delta", **at, delta=done["input"]),
+                self.event("response.custom_tool_call_input.done", **at, input=done["input"]),
+            ]
         else:
             done = call_item(item["id"], item["call_id"], item["name"], text)
             out.append(self.event("response.function_call_arguments.done", **at, name=item["name"], arguments=text))

@@ -12,9 +12,22 @@ from protocols.fields import unknown_field
 from protocols.openai_chat.request import describe
 from protocols.openai_chat.tools import NAME_PATTERN, JsonSchema, JsonSchemaFormat
 
-HOSTED_TOOLS = {"web_search", "web_search_preview", "web_search_preview_2025_03_11", "file_search",
-                "code_interpreter", "image_generation", "computer_use", "computer_use_preview", "mcp",
-                "namespace", "local_shell", "shell", "apply_patch", "tool_search"}
+HOSTED_TOOLS = {
+    "web_search",
+    "web_search_preview",
+    "web_search_preview_2025_03_11",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "computer_use",
+    "computer_use_preview",
+    "mcp",
+    "namespace",
+    "local_shell",
+    "shell",
+    "apply_patch",
+    "tool_search",
+}
 SUPPORTED_INCLUDE = {"reasoning.encrypted_content"}
 UNSUPPORTED = {
     "conversation": "conversations are not supported; continue with previous_response_id",
@@ -110,9 +123,14 @@ class CustomCallOutputItem(_CallOutput):
 
 
 Item = MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem | CustomCallItem | CustomCallOutputItem
-ITEMS: dict[str, type[Item]] = {"message": MessageItem, "function_call": FunctionCallItem,
-                                "function_call_output": FunctionCallOutputItem, "reasoning": ReasoningItem,
-                                "custom_tool_call": CustomCallItem, "custom_tool_call_output": CustomCallOutputItem}
+ITEMS: dict[str, type[Item]] = {
+    "message": MessageItem,
+    "function_call": FunctionCallItem,
+    "function_call_output": FunctionCallOutputItem,
+    "reasoning": ReasoningItem,
+    "custom_tool_call": CustomCallItem,
+    "custom_tool_call_output": CustomCallOutputItem,
+}
 
 
 class FunctionTool(_Strict):
@@ -137,9 +155,18 @@ class CustomTool(_Strict):
     format: TextOnly | None = None
 
     def as_function(self) -> FunctionTool:
-        return FunctionTool(type="function", name=self.name, description=self.description, strict=True,
-                            parameters={"type": "object", "properties": {"input": {"type": "string"}},
-                                        "required": ["input"], "additionalProperties": False})
+        return FunctionTool(
+            type="function",
+            name=self.name,
+            description=self.description,
+            strict=True,
+            parameters={
+                "type": "object",
+                "properties": {"input": {"type": "string"}},
+                "required": ["input"],
+                "additionalProperties": False,
+            },
+        )
 
 
 class NamedFunction(_Strict):
@@ -217,16 +244,22 @@ def parse_item(raw: dict[str, Any], where: str) -> Item:
     kind = raw.get("type", "message")
     model = ITEMS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        raise ResponsesInputError(f"{where}.type", f"input items of type {kind!r} are not supported; send "
-                                  f"{', '.join(ITEMS)}", "unsupported_parameter")
+        raise ResponsesInputError(
+            f"{where}.type",
+            f"input items of type {kind!r} are not supported; send {', '.join(ITEMS)}",
+            "unsupported_parameter",
+        )
     try:
         item = model.model_validate(raw)
     except ValidationError as exc:
         param, message = describe(exc)
         raise ResponsesInputError(f"{where}.{param}", message.replace(repr(param), repr(f"{where}.{param}"))) from None
     if isinstance(item, FunctionCallOutputItem) and item.call_id is None and item.name is None:
-        raise ResponsesInputError(f"{where}.call_id", f"missing required parameter: '{where}.call_id' (or the "
-                                  f"function's name, for an output that answers no call)")
+        raise ResponsesInputError(
+            f"{where}.call_id",
+            f"missing required parameter: '{where}.call_id' (or the "
+            f"function's name, for an output that answers no call)",
+        )
     return item
 
 
@@ -242,8 +275,11 @@ def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[Custom
             hosted.append(str(raw.get("name") or kind))
             continue
         if kind not in ("function", "custom"):
-            raise ResponsesInputError(f"tools.{i}.type", f"tools of type {kind!r} are not supported; send function "
-                                      f"or custom tools", "unsupported_parameter")
+            raise ResponsesInputError(
+                f"tools.{i}.type",
+                f"tools of type {kind!r} are not supported; send function or custom tools",
+                "unsupported_parameter",
+            )
         try:
             if kind == "function":
                 functions.append(FunctionTool.model_validate(raw))
@@ -262,5 +298,6 @@ def check_include(body: ResponsesRequest) -> None:
 
 
 def json_schema_format(fmt: TextFormat) -> JsonSchemaFormat:
-    return JsonSchemaFormat(name=fmt.name or "response", description=fmt.description, schema=fmt.schema_,
-                            strict=fmt.strict)
+    return JsonSchemaFormat(
+        name=fmt.name or "response", description=fmt.description, schema=fmt.schema_, strict=fmt.strict
+    )

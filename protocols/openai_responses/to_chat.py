@@ -26,14 +26,28 @@ from protocols.openai_responses.request import (
 
 def chat_request(body: ResponsesRequest, items: list[Item], tools: list[FunctionTool]) -> ChatCompletionRequest:
     fields: dict[str, Any] = {
-        "model": body.model, "messages": chat_messages(body.instructions, items), "stream": body.stream,
-        "max_tokens": body.max_output_tokens, "temperature": body.temperature, "top_p": body.top_p,
-        "reasoning_effort": body.reasoning.effort if body.reasoning else None, "priority": body.priority,
+        "model": body.model,
+        "messages": chat_messages(body.instructions, items),
+        "stream": body.stream,
+        "max_tokens": body.max_output_tokens,
+        "temperature": body.temperature,
+        "top_p": body.top_p,
+        "reasoning_effort": body.reasoning.effort if body.reasoning else None,
+        "priority": body.priority,
     }
     if tools and body.tool_choice != "none":
-        fields["tools"] = [{"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.parameters, "strict": t.strict}}
-            for t in tools]
+        fields["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": t.strict,
+                },
+            }
+            for t in tools
+        ]
         fields["tool_choice"] = _tool_choice(body.tool_choice)
         fields["parallel_tool_calls"] = body.parallel_tool_calls
     if body.text is not None and body.text.format is not None:

@@ -19,28 +19,36 @@ def keyed(make_server) -> LiveServer:
     return make_server(*KEYED)
 
 
-def chat(live: LiveServer, key: str | None = None, token: str | None = None, body: dict | None = None,
-         headers: dict[str, str] | None = None, **params: str) -> httpx.Response:
+def chat(
+    live: LiveServer,
+    key: str | None = None,
+    token: str | None = None,
+    body: dict | None = None,
+    headers: dict[str, str] | None = None,
+    **params: str,
+) -> httpx.Response:
     headers = {**({"Authorization": f"Bearer {key}"} if key is not None else {}), **(headers or {})}
     if token is not None:
         params["token"] = token
-    return httpx.post(live.url + CHAT, json=BODY if body is None else body, headers=headers, params=params,
-                      timeout=30)
+    return httpx.post(live.url + CHAT, json=BODY if body is None else body, headers=headers, params=params, timeout=30)
 
 
 # -- a closed server ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key, token, authorization", [
-    (None, None, None),
-    ("wrong", None, None),
-    (None, "wrong", None),
-    (None, None, "Basic azE6"),
-    (None, None, "k1"),
-    (None, None, "Bearer"),
-    ("k1 extra", None, None),
-], ids=["no-key", "wrong-bearer", "wrong-token", "basic-auth", "no-scheme", "bare-bearer",
-        "key-with-junk"])
+@pytest.mark.parametrize(
+    "key, token, authorization",
+    [
+        (None, None, None),
+        ("wrong", None, None),
+        (None, "wrong", None),
+        (None, None, "Basic azE6"),
+        (None, None, "k1"),
+        (None, None, "Bearer"),
+        ("k1 extra", None, None),
+    ],
+    ids=["no-key", "wrong-bearer", "wrong-token", "basic-auth", "no-scheme", "bare-bearer", "key-with-junk"],
+)
 def test_missing_or_wrong_key_is_401(keyed, key, token, authorization):
     headers = {"Authorization": authorization} if authorization is not None else {}
     response = chat(keyed, key, token, headers=headers)
@@ -51,7 +59,9 @@ def test_missing_or_wrong_key_is_401(keyed, key, token, authorization):
 def test_401_comes_before_the_body_is_read(keyed):
     response = httpx.post(keyed.url + CHAT, content=b"{not json", headers={"Content-Type": "application/json"})
     assert_error(response, 401, param=None, code="invalid_api_key")
-    response = httpx.post(keyed.url + CHAT, json={"model": "sim", "messages": [], "n": 5}, headers={"X-Priority": "bogus"})
+    response = httpx.post(
+        keyed.url + CHAT, json={"model": "sim", "messages": [], "n": 5}, headers={"X-Priority": "bogus"}
+    )
     assert_error(response, 401, param=None, code="invalid_api_key")
 
 
@@ -112,10 +122,15 @@ def test_priority_input_is_still_validated_for_a_priority_key(keyed):
     assert_error(chat(keyed, "vip", body={**BODY, "priority": 99}), 400, param="priority", code="invalid_priority")
     assert_error(chat(keyed, "vip", mode="later"), 400, param="mode", code="invalid_value")
     # a bad value is refused even where a stronger source decides the class
-    assert_error(chat(keyed, "vip", headers={"X-Priority": "low"}, body={**BODY, "priority": "top"}), 400,
-                 param="priority", code="invalid_priority")
-    assert_error(chat(keyed, "k1", headers={"X-Priority": "top"}, mode="batch"), 400, param="X-Priority",
-                 code="invalid_priority")
+    assert_error(
+        chat(keyed, "vip", headers={"X-Priority": "low"}, body={**BODY, "priority": "top"}),
+        400,
+        param="priority",
+        code="invalid_priority",
+    )
+    assert_error(
+        chat(keyed, "k1", headers={"X-Priority": "top"}, mode="batch"), 400, param="X-Priority", code="invalid_priority"
+    )
     assert_idle(keyed, token="vip")
 
 
@@ -131,8 +146,9 @@ def test_open_server_accepts_any_bearer_at_medium(server, key):
 def test_open_server_refuses_an_unknown_token(server):
     error = assert_error(chat(server, "sk-anything", token="unknown"), 401, param="token", code="invalid_api_key")
     assert "token" in error["message"]
-    assert_error(httpx.get(server.url + "/v1/models", params={"token": "unknown"}), 401, param="token",
-                 code="invalid_api_key")
+    assert_error(
+        httpx.get(server.url + "/v1/models", params={"token": "unknown"}), 401, param="token", code="invalid_api_key"
+    )
     assert_idle(server)
 
 

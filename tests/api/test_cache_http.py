@@ -22,7 +22,13 @@ def cached(path: Path, *more: str) -> tuple[str, ...]:
 
 
 def body(prompt: str, max_tokens: int = 6, **extra) -> dict:
-    return {"model": "sim", "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0, **extra}
+    return {
+        "model": "sim",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        **extra,
+    }
 
 
 def generated(live: LiveServer) -> int:
@@ -69,13 +75,15 @@ def test_miss_then_hit_with_the_same_answer_usage_and_a_fresh_id(live: LiveServe
 
 def test_streaming_answers_are_stored_and_replayed_to_the_openai_client(live: LiveServer):
     client = live.client()
-    request = dict(model="sim", messages=[{"role": "user", "content": "stream me"}], max_tokens=9, temperature=0,
-                   seed=3)
+    request = dict(
+        model="sim", messages=[{"role": "user", "content": "stream me"}], max_tokens=9, temperature=0, seed=3
+    )
     before = generated(live)
     headers, texts, usages, ids = [], [], [], []
     for _ in range(2):
-        raw = client.chat.completions.with_raw_response.create(stream=True, stream_options={"include_usage": True},
-                                                               **request)
+        raw = client.chat.completions.with_raw_response.create(
+            stream=True, stream_options={"include_usage": True}, **request
+        )
         headers.append(raw.headers["x-cache"])
         with raw.parse() as stream:
             chunks = list(stream)
@@ -99,7 +107,12 @@ def test_streaming_answers_are_stored_and_replayed_to_the_openai_client(live: Li
 def test_sampled_requests_bypass_the_cache(live: LiveServer, http: httpx.Client):
     entries = http.get("/v1/cache/stats").json()["entries"]
     before = generated(live)
-    sampled = {"model": "sim", "messages": [{"role": "user", "content": "sampled"}], "max_tokens": 5, "temperature": 0.7}
+    sampled = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": "sampled"}],
+        "max_tokens": 5,
+        "temperature": 0.7,
+    }
     default_temperature = {"model": "sim", "messages": [{"role": "user", "content": "sampled"}], "max_tokens": 5}
     responses = [http.post(CHAT, json=b) for b in (sampled, sampled, default_temperature)]
     assert [r.headers["x-cache"] for r in responses] == ["BYPASS"] * 3
@@ -108,7 +121,13 @@ def test_sampled_requests_bypass_the_cache(live: LiveServer, http: httpx.Client)
 
 
 def test_a_seed_makes_a_sampled_request_cacheable(live: LiveServer, http: httpx.Client):
-    seeded = {"model": "sim", "messages": [{"role": "user", "content": "seeded"}], "max_tokens": 5, "temperature": 0.7, "seed": 11}
+    seeded = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": "seeded"}],
+        "max_tokens": 5,
+        "temperature": 0.7,
+        "seed": 11,
+    }
     first, second = http.post(CHAT, json=seeded), http.post(CHAT, json=seeded)
     assert (first.headers["x-cache"], second.headers["x-cache"]) == ("MISS", "HIT")
     assert content(first) == content(second)
@@ -181,9 +200,9 @@ async def test_single_flight_identical_requests_share_one_generation(make_server
     assert len(live.services.pipeline.cache.flight) == 0
 
 
-async def test_200_concurrent_requests_get_their_own_answers(make_server, tmp_path: Path,
-                                                            caplog: pytest.LogCaptureFixture,
-                                                            monkeypatch: pytest.MonkeyPatch):
+async def test_200_concurrent_requests_get_their_own_answers(
+    make_server, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setattr(logging.getLogger("gpt_oss_webui"), "propagate", True)
     caplog.set_level(logging.WARNING)
     live = make_server(*cached(tmp_path / "c.sqlite3", "scheduler.max_queue_size=512"))
@@ -244,8 +263,20 @@ def test_cache_stats_fields(make_server, tmp_path: Path):
         http.post(CHAT, json=body("stats"))
         http.post(CHAT, json=body("stats"))
         stats = http.get("/v1/cache/stats").json()
-    assert set(stats) == {"object", "enabled", "entries", "bytes", "hits", "misses", "hit_rate", "evictions",
-                          "expired", "max_entries", "max_bytes", "ttl_s"}
+    assert set(stats) == {
+        "object",
+        "enabled",
+        "entries",
+        "bytes",
+        "hits",
+        "misses",
+        "hit_rate",
+        "evictions",
+        "expired",
+        "max_entries",
+        "max_bytes",
+        "ttl_s",
+    }
     assert stats["object"] == "cache.stats" and stats["enabled"] is True
     assert (stats["entries"], stats["hits"], stats["misses"], stats["hit_rate"]) == (1, 1, 1, 0.5)
     assert stats["bytes"] > 0 and (stats["evictions"], stats["expired"]) == (0, 0)

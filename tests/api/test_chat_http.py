@@ -12,7 +12,8 @@ MESSAGES = [{"role": "user", "content": "Say something about queues."}]
 def test_non_streaming_completion_follows_the_openai_schema(server):
     client = server.client()
     response = client.chat.completions.with_raw_response.create(
-        model="sim", messages=MESSAGES, max_tokens=12, temperature=0)
+        model="sim", messages=MESSAGES, max_tokens=12, temperature=0
+    )
     completion = response.parse()
     assert completion.object == "chat.completion"
     assert completion.choices[0].message.role == "assistant"
@@ -28,8 +29,15 @@ def test_non_streaming_completion_follows_the_openai_schema(server):
 def test_streaming_matches_non_streaming_text_at_temperature_zero(server):
     client = server.client()
     whole = client.chat.completions.create(model="sim", messages=MESSAGES, max_tokens=30, temperature=0, seed=7)
-    stream = client.chat.completions.create(model="sim", messages=MESSAGES, max_tokens=30, temperature=0, seed=7,
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="sim",
+        messages=MESSAGES,
+        max_tokens=30,
+        temperature=0,
+        seed=7,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == whole.choices[0].message.content
@@ -42,26 +50,41 @@ def test_streaming_matches_non_streaming_text_at_temperature_zero(server):
 def test_text_parts_and_stop_sequences(server):
     client = server.client()
     full = client.chat.completions.create(
-        model="sim", temperature=0, max_tokens=40,
-        messages=[{"role": "system", "content": "be brief"},
-                  {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": " two"}]}])
+        model="sim",
+        temperature=0,
+        max_tokens=40,
+        messages=[
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": " two"}]},
+        ],
+    )
     words = full.choices[0].message.content.split()
     assert len(words) > 3
     stopped = client.chat.completions.create(
-        model="sim", temperature=0, max_tokens=40, stop=[" " + words[3]],
-        messages=[{"role": "system", "content": "be brief"},
-                  {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": " two"}]}])
+        model="sim",
+        temperature=0,
+        max_tokens=40,
+        stop=[" " + words[3]],
+        messages=[
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": " two"}]},
+        ],
+    )
     assert stopped.choices[0].finish_reason == "stop"
     assert stopped.choices[0].message.content == " ".join(words[:3])
 
 
 def test_request_id_from_body_or_header_is_echoed(server):
     client = server.client()
-    completion = client.chat.completions.create(model="sim", messages=MESSAGES, max_tokens=3,
-                                                extra_body={"request_id": "job-42"})
+    completion = client.chat.completions.create(
+        model="sim", messages=MESSAGES, max_tokens=3, extra_body={"request_id": "job-42"}
+    )
     assert completion.id == "job-42"
-    response = httpx.post(server.url + "/v1/chat/completions", headers={"X-Request-ID": "hdr-7"},
-                          json={"model": "sim", "messages": MESSAGES, "max_tokens": 3})
+    response = httpx.post(
+        server.url + "/v1/chat/completions",
+        headers={"X-Request-ID": "hdr-7"},
+        json={"model": "sim", "messages": MESSAGES, "max_tokens": 3},
+    )
     assert response.json()["id"] == "hdr-7" and response.headers["x-request-id"] == "hdr-7"
     assert server.status(request_id="hdr-7")["state"] == "finished"
     assert server.status(request_id="never-seen")["state"] == "unknown"
@@ -87,8 +110,10 @@ def test_health_is_503_while_the_engine_loads(make_server):
 
 
 def test_batch_mode_is_low_priority_and_not_streamed(server):
-    response = httpx.post(server.url + "/v1/chat/completions?mode=batch",
-                          json={"model": "sim", "messages": MESSAGES, "max_tokens": 5, "stream": True})
+    response = httpx.post(
+        server.url + "/v1/chat/completions?mode=batch",
+        json={"model": "sim", "messages": MESSAGES, "max_tokens": 5, "stream": True},
+    )
     assert response.status_code == 200
     assert response.headers["x-priority"] == "low"
     assert response.json()["object"] == "chat.completion"

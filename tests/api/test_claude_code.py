@@ -29,14 +29,33 @@ def test_claude_code_loops_through_a_tool_and_answers(tmp_path: Path) -> None:
     home.mkdir()
     work.mkdir()
     # Claude Code's system prompt and tools run to about 20,000 tokens: past the simulator's default context
-    with live_server("server.keys=[{name: coder, key: sk-coder-0001}]", "engine.sim.harmony=true",
-                     "engine.sim.natural_stop=true", "engine.sim.max_model_len=200000",
-                     "engine.sim.kv_tokens=4000000", f"responses.path={tmp_path / 'r.sqlite3'}") as live:
-        env = {**os.environ, "HOME": str(home), "ANTHROPIC_BASE_URL": live.url, "ANTHROPIC_API_KEY": "sk-coder-0001",
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
-               "CLAUDE_CODE_MAX_CONTEXT_TOKENS": "200000", "NO_COLOR": "1"}
-        done = subprocess.run([CLAUDE, "-p", "Say hello", "--model", "sim"], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=240, stdin=subprocess.DEVNULL)
+    with live_server(
+        "server.keys=[{name: coder, key: sk-coder-0001}]",
+        "engine.sim.harmony=true",
+        "engine.sim.natural_stop=true",
+        "engine.sim.max_model_len=200000",
+        "engine.sim.kv_tokens=4000000",
+        f"responses.path={tmp_path / 'r.sqlite3'}",
+    ) as live:
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "ANTHROPIC_BASE_URL": live.url,
+            "ANTHROPIC_API_KEY": "sk-coder-0001",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_MAX_CONTEXT_TOKENS": "200000",
+            "NO_COLOR": "1",
+        }
+        done = subprocess.run(
+            [CLAUDE, "-p", "Say hello", "--model", "sim"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+        )
         served = live.services.pipeline.usage.report(0, 2**40).get("coder")
         calls = live.services.pipeline.tool_calls.get("made", 0)
     output = done.stdout + done.stderr

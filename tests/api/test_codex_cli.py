@@ -39,12 +39,24 @@ def test_codex_exec_finishes_with_an_answer(tmp_path) -> None:
     home.mkdir()
     work.mkdir()
     # Codex's instructions and tools run to about 10,000 tokens: past the simulator's default context
-    with live_server("engine.sim.harmony=true", "engine.sim.natural_stop=true", "engine.sim.max_model_len=131072",
-                     "engine.sim.kv_tokens=2000000", f"responses.path={tmp_path / 'r.sqlite3'}") as live:
+    with live_server(
+        "engine.sim.harmony=true",
+        "engine.sim.natural_stop=true",
+        "engine.sim.max_model_len=131072",
+        "engine.sim.kv_tokens=2000000",
+        f"responses.path={tmp_path / 'r.sqlite3'}",
+    ) as live:
         (home / "config.toml").write_text(CONFIG.format(url=live.url))
         env = {**os.environ, "CODEX_HOME": str(home), "LOCAL_API_KEY": "sk-local", "NO_COLOR": "1"}
-        done = subprocess.run([CODEX, "exec", "--strict-config", "--skip-git-repo-check", "Say hello"], cwd=work,
-                              env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [CODEX, "exec", "--strict-config", "--skip-git-repo-check", "Say hello"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
         served = live.services.pipeline.usage.report(0, 2**40).get("anonymous")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]

@@ -76,18 +76,30 @@ def quiet(caplog: pytest.LogCaptureFixture) -> None:
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info] == []
 
 
-@pytest.mark.parametrize("path, body, param", [
-    ("/v1/chat/completions", chat(tools=tool(nested(150))), "tools[0].function.parameters"),
-    ("/v1/chat/completions", chat(response_format=output(nested(100))), "response_format.json_schema.schema"),
-    ("/v1/chat/completions", chat(chat_template_kwargs=nested(300)), "chat_template_kwargs"),
-    ("/tokenize", {"messages": MESSAGES, "tools": tool(nested(150))}, "tools[0].function.parameters"),
-    ("/v1/responses", {"model": "sim", "input": "hi", "text": {"format": {"type": "json_schema", "name": "f",
-                                                                         "schema": nested(120)}}},
-     "text.format.schema"),
-    ("/v1/responses", {"model": "sim", "input": "hi", "tools": [{"type": "function", "name": "f",
-                                                               "parameters": nested(120)}]}, "tools[0].parameters"),
-    ("/v1/responses", {"model": "sim", "input": "hi", "client_metadata": nested(200)}, "client_metadata"),
-])
+@pytest.mark.parametrize(
+    "path, body, param",
+    [
+        ("/v1/chat/completions", chat(tools=tool(nested(150))), "tools[0].function.parameters"),
+        ("/v1/chat/completions", chat(response_format=output(nested(100))), "response_format.json_schema.schema"),
+        ("/v1/chat/completions", chat(chat_template_kwargs=nested(300)), "chat_template_kwargs"),
+        ("/tokenize", {"messages": MESSAGES, "tools": tool(nested(150))}, "tools[0].function.parameters"),
+        (
+            "/v1/responses",
+            {
+                "model": "sim",
+                "input": "hi",
+                "text": {"format": {"type": "json_schema", "name": "f", "schema": nested(120)}},
+            },
+            "text.format.schema",
+        ),
+        (
+            "/v1/responses",
+            {"model": "sim", "input": "hi", "tools": [{"type": "function", "name": "f", "parameters": nested(120)}]},
+            "tools[0].parameters",
+        ),
+        ("/v1/responses", {"model": "sim", "input": "hi", "client_metadata": nested(200)}, "client_metadata"),
+    ],
+)
 def test_deep_json_is_a_400_naming_where(live, streaming, caplog, path, body, param):
     caplog.set_level(logging.INFO)
     started = time.monotonic()
@@ -99,16 +111,26 @@ def test_deep_json_is_a_400_naming_where(live, streaming, caplog, path, body, pa
 def test_the_depth_bound_is_the_setting_and_a_schema_at_it_passes(make_server):
     live = make_server("server.max_json_depth=12")
     assert post(live, chat(response_format=output(nested(12)))).status_code == 200
-    assert_error(post(live, chat(response_format=output(nested(13)))), 400,
-                 param="response_format.json_schema.schema", code="invalid_value", names="12 levels")
+    assert_error(
+        post(live, chat(response_format=output(nested(13)))),
+        400,
+        param="response_format.json_schema.schema",
+        code="invalid_value",
+        names="12 levels",
+    )
 
 
 def test_schemas_over_the_size_bound_are_a_400(make_server):
     live = make_server("server.max_schema_bytes=2048")
     props = {f"field_{i}": {"type": "string", "description": "x" * 40} for i in range(30)}
     big = {"type": "object", "properties": props}
-    error = assert_error(post(live, chat(tools=tool(big))), 400, param="tools[0].function.parameters",
-                         code="invalid_value", names="2048 bytes")
+    error = assert_error(
+        post(live, chat(tools=tool(big))),
+        400,
+        param="tools[0].function.parameters",
+        code="invalid_value",
+        names="2048 bytes",
+    )
     assert "server.max_schema_bytes" in error["message"]
     half = {"type": "object", "properties": dict(list(props.items())[:12])}
     assert post(live, chat(tools=tool(half))).status_code == 200
@@ -122,14 +144,22 @@ def test_a_large_schema_within_the_bound_is_checked_and_answered(live):
     response = post(live, chat(response_format=output(schema), max_tokens=4000))
     assert response.status_code == 200, response.text
     bad = {**schema, "required": "field_0"}  # not a valid schema: still a 400 after the check off the loop
-    assert_error(post(live, chat(response_format=output(bad))), 400, param="response_format.json_schema.schema",
-                 code="invalid_value", names="JSON Schema")
+    assert_error(
+        post(live, chat(response_format=output(bad))),
+        400,
+        param="response_format.json_schema.schema",
+        code="invalid_value",
+        names="JSON Schema",
+    )
 
 
 @pytest.mark.parametrize("field", ["response_format", "tools"])
 def test_a_backtracking_pattern_is_refused_by_construct_naming_where(live, caplog, field):
-    body = chat(response_format=output(BOMB)) if field == "response_format" else \
-        chat(tools=tool({"type": "object", "properties": {"s": BOMB}, "required": ["s"]}), tool_choice="required")
+    body = (
+        chat(response_format=output(BOMB))
+        if field == "response_format"
+        else chat(tools=tool({"type": "object", "properties": {"s": BOMB}, "required": ["s"]}), tool_choice="required")
+    )
     where = "response_format.json_schema.schema" if field == "response_format" else "tools[0].function.parameters"
     assert_error(post(live, body), 400, param=where, code="invalid_value", names="exponential")
     words = {"type": "string", "pattern": "^[a-z]+( [a-z]+)*$"}  # nested, yet each repeat starts with a space
@@ -140,8 +170,11 @@ def test_a_backtracking_pattern_is_refused_by_construct_naming_where(live, caplo
 @pytest.mark.parametrize("field", ["response_format", "tools"])
 def test_a_slow_pattern_is_refused_quickly_without_stalling_the_server(live, streaming, caplog, field):
     caplog.set_level(logging.INFO)
-    body = chat(response_format=output(SLOW)) if field == "response_format" else \
-        chat(tools=tool({"type": "object", "properties": {"s": SLOW}, "required": ["s"]}), tool_choice="required")
+    body = (
+        chat(response_format=output(SLOW))
+        if field == "response_format"
+        else chat(tools=tool({"type": "object", "properties": {"s": SLOW}, "required": ["s"]}), tool_choice="required")
+    )
     started = time.monotonic()
     response = post(live, body)
     assert time.monotonic() - started < 2
@@ -155,19 +188,28 @@ def test_a_schema_that_retries_deep_or_asks_for_a_huge_value_is_refused_in_bound
     unique: dict[str, Any] = {"const": 1}
     for _ in range(7):  # each level retries its items for uniqueness: 20 ** 7 tries unbounded
         unique = {"type": "array", "uniqueItems": True, "minItems": 1, "maxItems": 3, "items": unique}
-    for schema in (unique, {"type": "string", "minLength": 10 ** 9}, {"type": "array", "minItems": 10 ** 9}):
+    for schema in (unique, {"type": "string", "minLength": 10**9}, {"type": "array", "minItems": 10**9}):
         started = time.monotonic()
-        assert_error(post(live, chat(response_format=output(schema))), 400, param=None, code="upstream_rejected",
-                     names="cannot be met")
+        assert_error(
+            post(live, chat(response_format=output(schema))),
+            400,
+            param=None,
+            code="upstream_rejected",
+            names="cannot be met",
+        )
         assert time.monotonic() - started < 2
     quiet(caplog)
 
 
 def test_a_pattern_nothing_matches_is_a_400_naming_the_schema(live, caplog):
     never = {"type": "string", "pattern": "^(?!)$"}
-    for body, names in [(chat(response_format=output(never)), "response_format"),
-                        (chat(tools=tool({"type": "object", "properties": {"s": never}, "required": ["s"]}),
-                              tool_choice="required"), "tool call")]:
+    for body, names in [
+        (chat(response_format=output(never)), "response_format"),
+        (
+            chat(tools=tool({"type": "object", "properties": {"s": never}, "required": ["s"]}), tool_choice="required"),
+            "tool call",
+        ),
+    ]:
         assert_error(post(live, body), 400, param=None, code="upstream_rejected", names=names)
     quiet(caplog)
 
@@ -176,8 +218,9 @@ def test_a_pattern_nothing_matches_is_a_400_naming_the_schema(live, caplog):
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/tokenize", "/v1/cache/feedback"])
 def test_a_post_without_a_json_content_type_is_415(live, path, headers):
     """A Blob with no type is what a cross-site page sends without a preflight."""
-    response = httpx.post(live.url + path, content=b'{"model": "sim", "input": "hi", "messages": []}',
-                          headers=headers, timeout=10)
+    response = httpx.post(
+        live.url + path, content=b'{"model": "sim", "input": "hi", "messages": []}', headers=headers, timeout=10
+    )
     assert_error(response, 415, param="Content-Type", code="unsupported_media_type")
 
 

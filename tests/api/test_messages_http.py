@@ -17,14 +17,25 @@ from pydantic import TypeAdapter
 
 from tests.conftest import LiveServer, live_server
 
-KEYS = ("server.keys=[{name: alice, key: sk-alice-0001, rpm: 100}, {name: bob, key: sk-bob-00001},"
-        " {name: ops, key: sk-ops-00001, admin: true}, {name: slow, key: sk-slow-0001, rpm: 1}]")
-WEATHER = {"name": "get_weather", "description": "The weather in a city.",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                            "required": ["city", "days"]}}
+KEYS = (
+    "server.keys=[{name: alice, key: sk-alice-0001, rpm: 100}, {name: bob, key: sk-bob-00001},"
+    " {name: ops, key: sk-ops-00001, admin: true}, {name: slow, key: sk-slow-0001, rpm: 1}]"
+)
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"],
+    },
+}
 _EVENT: TypeAdapter[RawMessageStreamEvent] = TypeAdapter(RawMessageStreamEvent)  # the SDK's own event types
-CLOCK = {"name": "get_time", "description": "The time in a city.",
-         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+CLOCK = {
+    "name": "get_time",
+    "description": "The time in a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 
 
 def user(text: str) -> list[dict]:
@@ -33,7 +44,9 @@ def user(text: str) -> list[dict]:
 
 @pytest.fixture(scope="module", params=[False, True], ids=["plain", "harmony"])
 def live(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    with live_server(KEYS, f"engine.sim.harmony={str(request.param).lower()}", "engine.sim.natural_stop=true") as server:
+    with live_server(
+        KEYS, f"engine.sim.harmony={str(request.param).lower()}", "engine.sim.natural_stop=true"
+    ) as server:
         server.status_key = "sk-ops-00001"
         yield server
 
@@ -52,10 +65,20 @@ def test_create_answers_a_message(live: LiveServer) -> None:
 
 
 def test_the_stream_is_anthropics_event_for_event(live: LiveServer) -> None:
-    with httpx.stream("POST", live.url + "/v1/messages?beta=true", timeout=30,
-                      headers={"x-api-key": "sk-alice-0001", "anthropic-version": "2023-06-01"},
-                      json={"model": "sim", "max_tokens": 40, "stream": True, "messages": user("Tell me more."),
-                            "thinking": {"type": "adaptive"}, "metadata": {"user_id": "u1"}}) as response:
+    with httpx.stream(
+        "POST",
+        live.url + "/v1/messages?beta=true",
+        timeout=30,
+        headers={"x-api-key": "sk-alice-0001", "anthropic-version": "2023-06-01"},
+        json={
+            "model": "sim",
+            "max_tokens": 40,
+            "stream": True,
+            "messages": user("Tell me more."),
+            "thinking": {"type": "adaptive"},
+            "metadata": {"user_id": "u1"},
+        },
+    ) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
         names, events = [], []
         for line in response.iter_lines():
@@ -77,22 +100,32 @@ def test_the_stream_is_anthropics_event_for_event(live: LiveServer) -> None:
 
 def test_a_tool_loop_ends_in_text(live: LiveServer) -> None:
     api = client(live)
-    asked = api.messages.create(model="sim", max_tokens=300, tools=[WEATHER], tool_choice={"type": "any"},
-                                messages=user("What is the weather in Paris?"))
+    asked = api.messages.create(
+        model="sim",
+        max_tokens=300,
+        tools=[WEATHER],
+        tool_choice={"type": "any"},
+        messages=user("What is the weather in Paris?"),
+    )
     call = asked.content[-1]
     assert asked.stop_reason == "tool_use" and call.type == "tool_use" and call.id.startswith("toolu_")
     assert call.name == "get_weather" and isinstance(call.input["city"], str) and isinstance(call.input["days"], int)
-    history = [*user("What is the weather in Paris?"), {"role": "assistant", "content": asked.content},
-               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}]}]
+    history = [
+        *user("What is the weather in Paris?"),
+        {"role": "assistant", "content": asked.content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}]},
+    ]
     answered = api.messages.create(model="sim", max_tokens=400, tools=[WEATHER], messages=history)
     assert answered.stop_reason in ("end_turn", "max_tokens") and answered.content[-1].type == "text"
 
 
-@pytest.mark.parametrize("choice, called", [({"type": "tool", "name": "get_time"}, "get_time"),
-                                            ({"type": "none"}, None)])
+@pytest.mark.parametrize(
+    "choice, called", [({"type": "tool", "name": "get_time"}, "get_time"), ({"type": "none"}, None)]
+)
 def test_tool_choice_tool_and_none(live: LiveServer, choice: dict, called: str | None) -> None:
-    message = client(live).messages.create(model="sim", max_tokens=200, tools=[WEATHER, CLOCK], tool_choice=choice,
-                                           messages=user("Help me."))
+    message = client(live).messages.create(
+        model="sim", max_tokens=200, tools=[WEATHER, CLOCK], tool_choice=choice, messages=user("Help me.")
+    )
     uses = [b.name for b in message.content if b.type == "tool_use"]
     assert uses == ([called] if called else [])
 
@@ -100,15 +133,22 @@ def test_tool_choice_tool_and_none(live: LiveServer, choice: dict, called: str |
 def test_thinking_comes_back_by_its_signature_and_only_for_its_caller(live: LiveServer) -> None:
     if not live.services.config.engine.sim.harmony:
         pytest.skip("the plain simulator writes no reasoning")
-    first = client(live).messages.create(model="sim", max_tokens=60, thinking={"type": "enabled", "budget_tokens": 2048},
-                                         messages=user("Think first."))
+    first = client(live).messages.create(
+        model="sim", max_tokens=60, thinking={"type": "enabled", "budget_tokens": 2048}, messages=user("Think first.")
+    )
     thinking = next(b for b in first.content if b.type == "thinking")
     assert thinking.thinking and thinking.signature
     turn = [*user("Think first."), {"role": "assistant", "content": first.content}, *user("And then?")]
     assert client(live).messages.create(model="sim", max_tokens=20, messages=turn).content
     for key, forged in (("sk-bob-00001", thinking.signature), ("sk-alice-0001", thinking.signature[:-8] + "AAAAAAAA")):
-        bad = [*turn[:1], {"role": "assistant", "content": [{"type": "thinking", "thinking": thinking.thinking,
-                                                            "signature": forged}]}, *turn[2:]]
+        bad = [
+            *turn[:1],
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": thinking.thinking, "signature": forged}],
+            },
+            *turn[2:],
+        ]
         with pytest.raises(anthropic.BadRequestError) as err:
             client(live, key).messages.create(model="sim", max_tokens=20, messages=bad)
         assert err.value.body["error"]["type"] == "invalid_request_error" and "signature" in str(err.value)
@@ -129,19 +169,33 @@ def test_models_list_in_anthropics_shape(live: LiveServer) -> None:
     assert plain["object"] == "list"  # OpenAI's shape without anthropic-version
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "x"}}]}]},
-     "messages.0.content.0"),
-    ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0.type"),
-    ({"frobnicate": 1}, "frobnicate"),
-    ({"max_tokens": 0}, "max_tokens"),
-    ({"tool_choice": {"type": "tool", "name": "nope"}, "tools": [WEATHER]}, "tool_choice"),
-    ({"tool_choice": {"type": "any"}}, "tool_choice"),  # a required call needs tools
-    ({"messages": [{"role": "user", "content": [{"type": "thinking", "thinking": "x", "signature": "y"}]}]},
-     "messages.0.content.0"),  # a block only the assistant writes
-    ({"messages": [*user("hi"), {"role": "assistant", "content": [
-        {"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}, "messages.1.content.0"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "x"}}]}]},
+            "messages.0.content.0",
+        ),
+        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0.type"),
+        ({"frobnicate": 1}, "frobnicate"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"tool_choice": {"type": "tool", "name": "nope"}, "tools": [WEATHER]}, "tool_choice"),
+        ({"tool_choice": {"type": "any"}}, "tool_choice"),  # a required call needs tools
+        (
+            {"messages": [{"role": "user", "content": [{"type": "thinking", "thinking": "x", "signature": "y"}]}]},
+            "messages.0.content.0",
+        ),  # a block only the assistant writes
+        (
+            {
+                "messages": [
+                    *user("hi"),
+                    {"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+                ]
+            },
+            "messages.1.content.0",
+        ),
+    ],
+)
 def test_bad_requests_are_anthropic_errors_naming_the_field(live: LiveServer, body: dict, param: str) -> None:
     sent = {"model": "sim", "max_tokens": 10, "messages": user("hi"), **body}
     response = httpx.post(live.url + "/v1/messages", json=sent, headers={"x-api-key": "sk-alice-0001"})
@@ -151,14 +205,25 @@ def test_bad_requests_are_anthropic_errors_naming_the_field(live: LiveServer, bo
 
 
 def test_the_accepted_service_fields_change_nothing(live: LiveServer) -> None:
-    sent = {"model": "sim", "max_tokens": 10, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}],
+    sent = {
+        "model": "sim",
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}
+        ],
         "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
         "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-        "output_config": {"effort": "high"}, "thinking": {"type": "adaptive", "display": "omitted"},
-        "tools": [{**WEATHER, "defer_loading": True}], "tool_choice": {"type": "none"}, "service_tier": "auto"}
-    response = httpx.post(live.url + "/v1/messages", json=sent,
-                          headers={"x-api-key": "sk-alice-0001", "anthropic-beta": "claude-code-20250219"})
+        "output_config": {"effort": "high"},
+        "thinking": {"type": "adaptive", "display": "omitted"},
+        "tools": [{**WEATHER, "defer_loading": True}],
+        "tool_choice": {"type": "none"},
+        "service_tier": "auto",
+    }
+    response = httpx.post(
+        live.url + "/v1/messages",
+        json=sent,
+        headers={"x-api-key": "sk-alice-0001", "anthropic-beta": "claude-code-20250219"},
+    )
     assert response.status_code == 200, response.text
 
 
@@ -173,8 +238,9 @@ def test_a_callers_limit_is_a_429_and_capacity_a_529(live: LiveServer) -> None:
 
 
 def test_the_door_refuses_for_capacity_with_a_529() -> None:
-    with live_server("scheduler.max_concurrency=1", "scheduler.max_queue_size=1",
-                     "engine.sim.token_latency_ms=20") as live:
+    with live_server(
+        "scheduler.max_concurrency=1", "scheduler.max_queue_size=1", "engine.sim.token_latency_ms=20"
+    ) as live:
         api = client(live, "any")
         hold = threading.Thread(target=lambda: api.messages.create(model="sim", max_tokens=200, messages=user("a")))
         wait = threading.Thread(target=lambda: api.messages.create(model="sim", max_tokens=5, messages=user("b")))
@@ -193,10 +259,15 @@ def test_the_door_refuses_for_capacity_with_a_529() -> None:
 def test_keys_and_classes_apply_as_on_chat(live: LiveServer) -> None:
     with pytest.raises(anthropic.AuthenticationError) as err:
         client(live, "sk-unknown-01").messages.create(model="sim", max_tokens=3, messages=user("x"))
-    assert err.value.body == {"type": "error", "error": {"type": "authentication_error",
-                                                         "message": "invalid or missing API key"}}
-    bearer = httpx.post(live.url + "/v1/messages", json={"model": "sim", "max_tokens": 3, "messages": user("x")},
-                        headers={"Authorization": "Bearer sk-bob-00001", "X-Priority": "low"})
+    assert err.value.body == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "invalid or missing API key"},
+    }
+    bearer = httpx.post(
+        live.url + "/v1/messages",
+        json={"model": "sim", "max_tokens": 3, "messages": user("x")},
+        headers={"Authorization": "Bearer sk-bob-00001", "X-Priority": "low"},
+    )
     assert bearer.status_code == 200 and bearer.headers["x-priority"] == "low"
     before = live.services.pipeline.usage.report(0, 2**40)["bob"].requests
     client(live, "sk-bob-00001").messages.create(model="sim", max_tokens=3, messages=user("y"))
@@ -208,14 +279,19 @@ def test_fair_share_and_queue_pings_as_on_chat() -> None:
     says so while it waits: `ping` events and the position as a comment."""
     with live_server(KEYS, "scheduler.max_concurrency=1", "engine.sim.token_latency_ms=10") as live:
         live.status_key = "sk-ops-00001"
-        flood = [threading.Thread(target=lambda: client(live).messages.create(
-            model="sim", max_tokens=250, messages=user("flood"))) for _ in range(4)]
+        flood = [
+            threading.Thread(
+                target=lambda: client(live).messages.create(model="sim", max_tokens=250, messages=user("flood"))
+            )
+            for _ in range(4)
+        ]
         for thread in flood:
             thread.start()
         live.wait_for(lambda s: s["waiting_total"] == 3)
         body = {"model": "sim", "max_tokens": 5, "stream": True, "messages": user("me"), "request_id": "bob-1"}
-        with httpx.stream("POST", live.url + "/v1/messages", json=body, timeout=60,
-                          headers={"x-api-key": "sk-bob-00001"}) as response:
+        with httpx.stream(
+            "POST", live.url + "/v1/messages", json=body, timeout=60, headers={"x-api-key": "sk-bob-00001"}
+        ) as response:
             lines = response.iter_lines()
             seen = [next(lines) for _ in range(3)]  # message_start: the stream is open, bob waits
             position = live.status(request_id="bob-1", caller="bob")
@@ -224,18 +300,28 @@ def test_fair_share_and_queue_pings_as_on_chat() -> None:
         for thread in flood:
             thread.join(60)
     assert position["state"] == "queued" and position["position"] == 1  # ahead of alice's three
-    assert seen[0] == "event: message_start" and "event: ping" in seen and any(
-        line.startswith(": queue position=") for line in seen)
+    assert (
+        seen[0] == "event: message_start"
+        and "event: ping" in seen
+        and any(line.startswith(": queue position=") for line in seen)
+    )
     assert "event: message_stop" in rest
 
 
 def test_a_gateway_serves_messages_from_an_upstream_that_speaks_only_chat() -> None:
-    with live_server() as upstream, live_server("engine.backend=openai", f"engine.openai.upstreams=[{upstream.base_url}]",
-                                               "engine.openai.health_interval_s=0.2") as gateway:
+    with (
+        live_server() as upstream,
+        live_server(
+            "engine.backend=openai",
+            f"engine.openai.upstreams=[{upstream.base_url}]",
+            "engine.openai.health_interval_s=0.2",
+        ) as gateway,
+    ):
         api = client(gateway, "any")
         text = api.messages.create(model="sim", max_tokens=20, messages=user("Through the gateway."))
-        call = api.messages.create(model="sim", max_tokens=300, tools=[WEATHER], tool_choice={"type": "any"},
-                                   messages=user("Weather?"))
+        call = api.messages.create(
+            model="sim", max_tokens=300, tools=[WEATHER], tool_choice={"type": "any"}, messages=user("Weather?")
+        )
         served = upstream.services.pipeline.usage.report(0, 2**40)["anonymous"].requests
     assert text.content[-1].type == "text" and text.content[-1].text
     assert call.stop_reason == "tool_use" and call.content[-1].name == "get_weather"
@@ -251,7 +337,6 @@ def test_a_stream_and_a_body_hold_the_same_blocks(live: LiveServer) -> None:
     with client(live).messages.stream(**asked) as stream:
         streamed = stream.get_final_message()
     assert [b.type for b in whole.content] == [b.type for b in streamed.content] == ["thinking"]
-
 
 
 SAME = {"temperature": 0}  # the simulator's text then follows from the prompt alone (this SDK has no such argument)
@@ -281,8 +366,12 @@ def test_a_stop_sequence_hit_is_named_and_a_miss_is_end_turn(live: LiveServer) -
         assert stop not in "".join(b.text for b in message.content if b.type == "text")
     for message in _stopped_on(api, {**asked, "stop_sequences": ["never-written"]}):
         assert message.stop_reason == "end_turn" and message.stop_sequence is None
-    chat = httpx.post(live.url + "/v1/chat/completions", headers={"Authorization": "Bearer sk-alice-0001"}, timeout=30,
-                      json={"model": "sim", "messages": asked["messages"], "stop": [stop], **SAME}).json()
+    chat = httpx.post(
+        live.url + "/v1/chat/completions",
+        headers={"Authorization": "Bearer sk-alice-0001"},
+        timeout=30,
+        json={"model": "sim", "messages": asked["messages"], "stop": [stop], **SAME},
+    ).json()
     assert chat["choices"][0]["finish_reason"] == "stop"  # chat completions say no more than before
 
 
@@ -299,7 +388,9 @@ def test_a_cached_answer_keeps_its_stop_sequence(make_server, tmp_path) -> None:
 
 
 def test_a_cached_message_is_served_only_to_its_own_key(make_server, tmp_path) -> None:
-    live = make_server(KEYS, "cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}", "cache.namespace_by_key=true")
+    live = make_server(
+        KEYS, "cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}", "cache.namespace_by_key=true"
+    )
     asked = {"model": "sim", "max_tokens": 20, "messages": user("Cached for whom?"), "extra_body": SAME}
     alice, bob = client(live, "sk-alice-0001"), client(live, "sk-bob-00001")
     seen = [api.messages.with_raw_response.create(**asked).headers["x-cache"] for api in (alice, alice, bob)]
@@ -322,14 +413,18 @@ def test_a_connection_level_refusal_on_the_messages_path_is_anthropics(make_serv
 def test_a_high_message_starts_before_low_ones_that_waited_longer() -> None:
     """Priority applies as on chat: with the one slot busy, a high message sent after three low ones
     starts first (X-Priority, as Claude Code can be given with ANTHROPIC_CUSTOM_HEADERS)."""
-    with live_server("scheduler.max_concurrency=1", "scheduler.limit.demand_window_s=0",  # the limit holds
-                     "engine.sim.token_latency_ms=10") as live:
+    with live_server(
+        "scheduler.max_concurrency=1",
+        "scheduler.limit.demand_window_s=0",  # the limit holds
+        "engine.sim.token_latency_ms=10",
+    ) as live:
         api = client(live, "any")
         done: list[str] = []
 
         def send(name: str, priority: str, tokens: int) -> None:
-            api.messages.create(model="sim", max_tokens=tokens, messages=user(name),
-                                extra_headers={"X-Priority": priority})
+            api.messages.create(
+                model="sim", max_tokens=tokens, messages=user(name), extra_headers={"X-Priority": priority}
+            )
             done.append(name)
 
         threads = [threading.Thread(target=send, args=("busy", "low", 100))]

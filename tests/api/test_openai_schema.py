@@ -36,8 +36,13 @@ def test_a_chat_completion_is_a_create_chat_completion_response(server: LiveServ
 
 
 def test_every_stream_chunk_is_a_create_chat_completion_stream_response(server: LiveServer) -> None:
-    request = {"model": "sim", "messages": MESSAGES, "max_tokens": 40, "stream": True,
-               "stream_options": {"include_usage": True}}
+    request = {
+        "model": "sim",
+        "messages": MESSAGES,
+        "max_tokens": 40,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     with server.http() as http:
         lines = http.post("/v1/chat/completions", json=request).text.splitlines()
     chunks = [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
@@ -49,15 +54,31 @@ def test_every_stream_chunk_is_a_create_chat_completion_stream_response(server: 
 def test_models_and_errors_match_too(server: LiveServer) -> None:
     with server.http() as http:
         check(http.get("/v1/models").json(), "ListModelsResponse")
-        for response in (http.post("/v1/chat/completions", json={"model": "sim"}),
-                         http.post("/v1/chat/completions", json={"model": "nope", "messages": MESSAGES}),
-                         http.delete("/v1/models")):
+        for response in (
+            http.post("/v1/chat/completions", json={"model": "sim"}),
+            http.post("/v1/chat/completions", json={"model": "nope", "messages": MESSAGES}),
+            http.delete("/v1/models"),
+        ):
             assert response.status_code >= 400
             check(response.json(), "ErrorResponse")
 
 
 def test_the_check_can_fail() -> None:
     with pytest.raises(AssertionError, match="refusal"):
-        check({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-               "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                            "message": {"role": "assistant", "content": "hi"}}]}, "CreateChatCompletionResponse")
+        check(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "logprobs": None,
+                        "message": {"role": "assistant", "content": "hi"},
+                    }
+                ],
+            },
+            "CreateChatCompletionResponse",
+        )

@@ -25,8 +25,13 @@ def test_every_route_answers_without_5xx_and_in_the_openai_shape(fuzzed_server: 
     schema = schemathesis.openapi.from_url(fuzzed_server.url + "/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
-        "POST /v1/chat/completions", "GET /v1/models", "GET /v1/queue/status", "DELETE /v1/cache"}
+        "POST /v1/chat/completions",
+        "GET /v1/models",
+        "GET /v1/queue/status",
+        "DELETE /v1/cache",
+    }
     for operation, mode in itertools.product(operations, GenerationMode):  # valid inputs, and invalid ones
+
         @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         @given(case=operation.as_strategy(generation_mode=mode))
         def check(case) -> None:  # noqa: ANN001 - schemathesis' Case

@@ -25,8 +25,7 @@ async def one(client: httpx.AsyncClient, cls: str, stream: bool) -> tuple[str, i
         return cls, response.status_code, json.loads(raw)["error"]["code"], "retry-after" in response.headers
     if not stream:
         return cls, 200, None, False
-    errors = [json.loads(line[6:])["error"]["code"] for line in raw.splitlines()
-              if line.startswith("data: {\"error\"")]
+    errors = [json.loads(line[6:])["error"]["code"] for line in raw.splitlines() if line.startswith('data: {"error"')]
     done = "data: [DONE]" in raw
     return cls, 200, errors[0] if errors else (None if done else "incomplete"), False
 
@@ -42,9 +41,15 @@ async def flood(url: str) -> list[tuple[str, int, str | None, bool]]:
 
 
 def test_at_ten_times_capacity_accepted_means_served() -> None:
-    with live_server("scheduler.max_concurrency=8", "scheduler.limit.adaptive=false", "engine.sim.token_latency_ms=20",
-                     "scheduler.max_queue_size=64", "scheduler.max_wait_s.high=10", "scheduler.max_wait_s.medium=6",
-                     "scheduler.max_wait_s.low=4") as live:
+    with live_server(
+        "scheduler.max_concurrency=8",
+        "scheduler.limit.adaptive=false",
+        "engine.sim.token_latency_ms=20",
+        "scheduler.max_queue_size=64",
+        "scheduler.max_wait_s.high=10",
+        "scheduler.max_wait_s.medium=6",
+        "scheduler.max_wait_s.low=4",
+    ) as live:
         results = asyncio.run(flood(live.url))
     served = [r for r in results if r[1] == 200 and r[2] is None]
     failed_after_200 = [r for r in results if r[1] == 200 and r[2] is not None]

@@ -38,7 +38,9 @@ def test_priority_order_end_to_end(make_server):
     assert all(b["result"].status_code == 200 for b in boxes.values())
     assert boxes["high"]["done"] < boxes["medium"]["done"] < boxes["low"]["done"]
     assert [boxes[c]["result"].headers["x-priority"] for c in ("low", "medium", "high")] == ["low", "medium", "high"]
-    assert int(boxes["low"]["result"].headers["x-queue-wait-ms"]) > int(boxes["high"]["result"].headers["x-queue-wait-ms"])
+    assert int(boxes["low"]["result"].headers["x-queue-wait-ms"]) > int(
+        boxes["high"]["result"].headers["x-queue-wait-ms"]
+    )
 
 
 def test_full_queue_gets_429_with_retry_after(make_server):
@@ -122,8 +124,9 @@ def test_openai_client_ignores_queue_comments(make_server):
     live = make_server(*SLOW)
     blocker = in_thread(chat, live.url, max_tokens=80)
     live.wait_for(lambda s: s["running"] == 1)
-    stream = live.client().chat.completions.create(model="sim", messages=[{"role": "user", "content": "hi"}],
-                                                   max_tokens=4, stream=True)
+    stream = live.client().chat.completions.create(
+        model="sim", messages=[{"role": "user", "content": "hi"}], max_tokens=4, stream=True
+    )
     chunks = list(stream)
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
     assert "".join(c.choices[0].delta.content or "" for c in chunks).strip()
@@ -154,8 +157,13 @@ def test_waiting_stream_that_disconnects_leaves_the_queue(make_server):
     live = make_server(*SLOW)
     blocker = in_thread(chat, live.url, max_tokens=200)
     live.wait_for(lambda s: s["running"] == 1)
-    payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True,
-                "request_id": "leaver"}
+    payload = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 3,
+        "stream": True,
+        "request_id": "leaver",
+    }
     with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, timeout=30) as response:
         for line in response.iter_lines():
             if line.startswith(": queue"):
@@ -172,8 +180,9 @@ def test_a_stream_that_could_not_start_in_time_gets_429_before_any_byte(make_ser
     live.wait_for(lambda s: s["running"] == 1)
     payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
     started = time.monotonic()
-    with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"},
-                      timeout=30) as response:
+    with httpx.stream(
+        "POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"}, timeout=30
+    ) as response:
         body = response.read()
     assert time.monotonic() - started < 0.9  # decided at the door, not after waiting
     assert response.status_code == 429 and response.headers["content-type"] == "application/json"
@@ -190,8 +199,9 @@ def test_a_stream_that_opened_waits_past_its_limit_and_is_served(make_server):
     live.wait_for(lambda s: s["running"] == 1)
     payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
     started = time.monotonic()
-    with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"},
-                      timeout=30) as response:
+    with httpx.stream(
+        "POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "low"}, timeout=30
+    ) as response:
         lines = [line for line in response.iter_lines() if line.startswith("data:")]
     assert response.status_code == 200 and lines[-1] == "data: [DONE]"
     assert time.monotonic() - started > 1.5  # past its class's limit
@@ -208,8 +218,12 @@ def metrics(live) -> str:
 def test_idle_waits_show_in_the_status_and_the_metrics(make_server):
     """A low request held back by the slots kept for high while a slot stands free: its wait is an
     idle wait of the low class, in /v1/queue/status and in Prometheus."""
-    live = make_server("scheduler.max_concurrency=2", "scheduler.limit.adaptive=false",
-                       "scheduler.limit.high_reserve=0.5", "engine.sim.token_latency_ms=20")
+    live = make_server(
+        "scheduler.max_concurrency=2",
+        "scheduler.limit.adaptive=false",
+        "scheduler.limit.high_reserve=0.5",
+        "engine.sim.token_latency_ms=20",
+    )
     first = in_thread(chat, live.url, max_tokens=40, headers={"X-Priority": "low"})
     live.wait_for(lambda s: s["running"] == 1)
     second = in_thread(chat, live.url, max_tokens=2, headers={"X-Priority": "low"})

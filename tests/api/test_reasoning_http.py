@@ -33,11 +33,20 @@ def test_the_answer_and_the_reasoning_come_apart(harmony: LiveServer) -> None:
 
 def test_streaming_carries_both_and_matches_the_whole(harmony: LiveServer) -> None:
     client = harmony.client()
-    whole = client.chat.completions.create(model="sim", messages=MESSAGES, max_tokens=400, seed=4,
-                                           extra_body={"cache": False})
-    chunks = list(client.chat.completions.create(model="sim", messages=MESSAGES, max_tokens=400, seed=4,
-                                                 stream=True, stream_options={"include_usage": True},
-                                                 extra_body={"cache": False}))
+    whole = client.chat.completions.create(
+        model="sim", messages=MESSAGES, max_tokens=400, seed=4, extra_body={"cache": False}
+    )
+    chunks = list(
+        client.chat.completions.create(
+            model="sim",
+            messages=MESSAGES,
+            max_tokens=400,
+            seed=4,
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body={"cache": False},
+        )
+    )
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     reasoning = "".join(getattr(d, "reasoning_content", None) or "" for d in deltas)
     content = "".join(d.content or "" for d in deltas)
@@ -61,10 +70,12 @@ def test_include_reasoning_false_drops_it_but_counts_it(harmony: LiveServer) -> 
 
 def test_the_cache_keeps_both_parts(harmony: LiveServer) -> None:
     client = harmony.client()
-    first = client.chat.completions.with_raw_response.create(model="sim", messages=MESSAGES, max_tokens=400,
-                                                             temperature=0)
-    again = client.chat.completions.with_raw_response.create(model="sim", messages=MESSAGES, max_tokens=400,
-                                                             temperature=0, stream=True)
+    first = client.chat.completions.with_raw_response.create(
+        model="sim", messages=MESSAGES, max_tokens=400, temperature=0
+    )
+    again = client.chat.completions.with_raw_response.create(
+        model="sim", messages=MESSAGES, max_tokens=400, temperature=0, stream=True
+    )
     assert first.headers["x-cache"] == "MISS" and again.headers["x-cache"] == "HIT"
     stored = first.parse().choices[0].message
     deltas = [c.choices[0].delta for c in again.parse() if c.choices]

@@ -14,20 +14,32 @@ import pytest
 from tests.api.test_bad_input import assert_error
 from tests.conftest import LiveServer, live_server
 
-KEYS = ("server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-00001},"
-        " {name: ops, key: sk-ops-00001, admin: true}]")
+KEYS = (
+    "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-00001},"
+    " {name: ops, key: sk-ops-00001, admin: true}]"
+)
 ALICE, BOB, OPS = "sk-alice-0001", "sk-bob-00001", "sk-ops-00001"
 CHAT = "/v1/chat/completions"
-HOLD = {"model": "sim", "messages": [{"role": "user", "content": "Hold this slot."}], "max_tokens": 300,
-        "stream": True, "temperature": 0}
+HOLD = {
+    "model": "sim",
+    "messages": [{"role": "user", "content": "Hold this slot."}],
+    "max_tokens": 300,
+    "stream": True,
+    "temperature": 0,
+}
 
 
 def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def ask(live: LiveServer, key: str, request_id: str | None = None, headers: dict[str, str] | None = None,
-        max_tokens: int = 3) -> httpx.Response:
+def ask(
+    live: LiveServer,
+    key: str,
+    request_id: str | None = None,
+    headers: dict[str, str] | None = None,
+    max_tokens: int = 3,
+) -> httpx.Response:
     body = {"model": "sim", "messages": [{"role": "user", "content": "hello"}], "max_tokens": max_tokens}
     if request_id is not None:
         body["request_id"] = request_id
@@ -35,8 +47,9 @@ def ask(live: LiveServer, key: str, request_id: str | None = None, headers: dict
 
 
 def status(live: LiveServer, key: str, request_id: str, **params: str) -> httpx.Response:
-    return httpx.get(live.url + "/v1/queue/status", params={"request_id": request_id, **params}, headers=auth(key),
-                     timeout=10)
+    return httpx.get(
+        live.url + "/v1/queue/status", params={"request_id": request_id, **params}, headers=auth(key), timeout=10
+    )
 
 
 def state(live: LiveServer, key: str, request_id: str) -> str:
@@ -69,8 +82,9 @@ def one_slot() -> Iterator[LiveServer]:
 
 
 def test_a_running_id_is_unknown_to_another_caller_who_may_use_it_too(team: LiveServer) -> None:
-    with httpx.stream("POST", team.url + CHAT, json={**HOLD, "request_id": "job-1"}, headers=auth(ALICE),
-                      timeout=30) as held:
+    with httpx.stream(
+        "POST", team.url + CHAT, json={**HOLD, "request_id": "job-1"}, headers=auth(ALICE), timeout=30
+    ) as held:
         assert held.status_code == 200
         mine = status(team, ALICE, "job-1").json()
         assert (mine["request_id"], mine["state"], mine["caller"]) == ("job-1", "running", "alice")
@@ -88,8 +102,9 @@ def test_a_running_id_is_unknown_to_another_caller_who_may_use_it_too(team: Live
 
 
 def test_an_admin_names_whose_request_it_means(team: LiveServer) -> None:
-    with httpx.stream("POST", team.url + CHAT, json={**HOLD, "request_id": "job-1"}, headers=auth(ALICE),
-                      timeout=30) as held:
+    with httpx.stream(
+        "POST", team.url + CHAT, json={**HOLD, "request_id": "job-1"}, headers=auth(ALICE), timeout=30
+    ) as held:
         assert held.status_code == 200
         assert status(team, OPS, "job-1").json() == unknown("job-1")  # an admin's own ids are its own too
         seen = status(team, OPS, "job-1", caller="alice").json()
@@ -102,11 +117,14 @@ def test_an_admin_names_whose_request_it_means(team: LiveServer) -> None:
 
 def test_a_queued_id_is_unknown_to_another_caller_and_both_run(one_slot: LiveServer) -> None:
     answers: dict[str, httpx.Response] = {}
-    with httpx.stream("POST", one_slot.url + CHAT, json={**HOLD, "request_id": "holder"}, headers=auth(ALICE),
-                      timeout=30) as held:
+    with httpx.stream(
+        "POST", one_slot.url + CHAT, json={**HOLD, "request_id": "holder"}, headers=auth(ALICE), timeout=30
+    ) as held:
         assert held.status_code == 200
-        waiters = [threading.Thread(target=lambda k=key, n=name: answers.__setitem__(n, ask(one_slot, k, "job-2")))
-                   for key, name in ((ALICE, "alice"), (BOB, "bob"))]
+        waiters = [
+            threading.Thread(target=lambda k=key, n=name: answers.__setitem__(n, ask(one_slot, k, "job-2")))
+            for key, name in ((ALICE, "alice"), (BOB, "bob"))
+        ]
         waiters[0].start()
         wait_state(one_slot, ALICE, "job-2", "queued")
         assert status(one_slot, BOB, "job-2").json() == unknown("job-2")
@@ -127,8 +145,12 @@ def test_a_queued_id_is_unknown_to_another_caller_and_both_run(one_slot: LiveSer
 def test_a_finished_request_is_visible_only_to_its_owner(team: LiveServer) -> None:
     assert ask(team, ALICE, "job-3").status_code == 200
     finished = status(team, ALICE, "job-3").json()
-    assert (finished["request_id"], finished["state"], finished["caller"], finished["outcome"]) == \
-        ("job-3", "finished", "alice", "finish")
+    assert (finished["request_id"], finished["state"], finished["caller"], finished["outcome"]) == (
+        "job-3",
+        "finished",
+        "alice",
+        "finish",
+    )
     assert status(team, BOB, "job-3").json() == unknown("job-3")
     assert ask(team, BOB, "job-3").status_code == 200  # a finished id is free, and bob's is his own anyway
     assert status(team, ALICE, "job-3").json()["caller"] == "alice"

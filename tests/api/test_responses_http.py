@@ -16,9 +16,17 @@ from tests.api.test_openai_schema import check
 from tests.api.test_tool_clients import run_weather_agent
 from tests.conftest import LiveServer, live_server
 
-WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-                          "additionalProperties": False}}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "The weather in a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+}
 KEYS = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-00001}]"
 
 
@@ -31,8 +39,9 @@ def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
 
 def post(live: LiveServer, key: str | None = None, **body) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.post(live.url + "/v1/responses", json={"model": "sim", "max_output_tokens": 300, **body},
-                      headers=headers, timeout=30)
+    return httpx.post(
+        live.url + "/v1/responses", json={"model": "sim", "max_output_tokens": 300, **body}, headers=headers, timeout=30
+    )
 
 
 def test_a_response_is_a_response_object_with_real_usage(server: LiveServer) -> None:
@@ -56,7 +65,9 @@ def test_every_stream_event_is_a_stream_event_in_order(server: LiveServer) -> No
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     kinds = [e["type"] for e in events]
     assert kinds[:2] == ["response.created", "response.in_progress"] and kinds[-1] in (
-        "response.completed", "response.incomplete")
+        "response.completed",
+        "response.incomplete",
+    )
     assert kinds.count("response.output_item.added") == kinds.count("response.output_item.done") >= 1
     text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     final = events[-1]["response"]
@@ -69,21 +80,27 @@ def test_every_stream_event_is_a_stream_event_in_order(server: LiveServer) -> No
 
 def test_a_function_call_loop_by_previous_response_id_and_by_items(server: LiveServer) -> None:
     client = server.client()
-    raw = client.responses.with_raw_response.create(model="sim", input="What is the weather in Oslo?",
-                                                    tools=[WEATHER], max_output_tokens=300)
+    raw = client.responses.with_raw_response.create(
+        model="sim", input="What is the weather in Oslo?", tools=[WEATHER], max_output_tokens=300
+    )
     check(json.loads(raw.text), "Response")
     first = raw.parse()
     calls = [o for o in first.output if o.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "get_weather" and "city" in json.loads(calls[0].arguments)
     result = {"type": "function_call_output", "call_id": calls[0].call_id, "output": "3 C and sunny"}
-    chained = client.responses.create(model="sim", previous_response_id=first.id, input=[result], tools=[WEATHER],
-                                      max_output_tokens=300)
+    chained = client.responses.create(
+        model="sim", previous_response_id=first.id, input=[result], tools=[WEATHER], max_output_tokens=300
+    )
     assert chained.output_text and not [o for o in chained.output if o.type == "function_call"]
     assert chained.usage.input_tokens > first.usage.input_tokens  # the history was read back
-    passed_back = [{"role": "user", "content": "What is the weather in Oslo?"},
-                   *[o.model_dump(exclude_none=True) for o in first.output], result]
-    stateless = client.responses.create(model="sim", input=passed_back, tools=[WEATHER], store=False,
-                                        max_output_tokens=300)
+    passed_back = [
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        *[o.model_dump(exclude_none=True) for o in first.output],
+        result,
+    ]
+    stateless = client.responses.create(
+        model="sim", input=passed_back, tools=[WEATHER], store=False, max_output_tokens=300
+    )
     assert stateless.output_text and stateless.usage.input_tokens == chained.usage.input_tokens
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(stateless.id)  # store: false keeps nothing
@@ -93,8 +110,12 @@ def test_a_named_function_output_that_answers_no_call_is_read(server: LiveServer
     """Codex adds its goal as a `function_call_output` with `name` and `namespace` and no `call_id`."""
     client = server.client()
     ask = {"role": "user", "content": "Say hello"}
-    goal = {"type": "function_call_output", "name": "goal_objective", "namespace": "agent",
-            "output": "write a long poem about the sea"}
+    goal = {
+        "type": "function_call_output",
+        "name": "goal_objective",
+        "namespace": "agent",
+        "output": "write a long poem about the sea",
+    }
     plain = client.responses.create(model="sim", input=[ask], store=False, max_output_tokens=20)
     told = client.responses.create(model="sim", input=[ask, goal], store=False, max_output_tokens=20)
     assert told.usage.input_tokens > plain.usage.input_tokens
@@ -102,8 +123,11 @@ def test_a_named_function_output_that_answers_no_call_is_read(server: LiveServer
 
 def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
     client = server.client()
-    made = client.responses.create(model="sim", input=[{"role": "developer", "content": "Be brief."},
-                                                       {"role": "user", "content": "Hi"}], max_output_tokens=30)
+    made = client.responses.create(
+        model="sim",
+        input=[{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        max_output_tokens=30,
+    )
     got = client.responses.retrieve(made.id)
     assert got.id == made.id and got.output_text == made.output_text
     items = httpx.get(f"{server.url}/v1/responses/{made.id}/input_items", params={"order": "asc"}).json()
@@ -118,18 +142,24 @@ def test_retrieve_input_items_and_delete(server: LiveServer) -> None:
         client.responses.create(model="sim", input="again", previous_response_id=made.id)
 
 
-@pytest.mark.parametrize("field, value, param", [
-    ("background", True, "background"),  # with stream
-    ("frobnicate", 1, "frobnicate"),
-    ("input", [], "input"),
-    ("include", ["file_search_call.results"], "include.0"),
-    ("input", [{"type": "computer_call_output", "call_id": "x"}], "input.0.type"),
-    ("input", [{"type": "function_call_output", "output": "x"}], "input.0.call_id"),
-    ("tools", [{"type": "frob", "name": "apply"}], "tools.0.type"),
-    ("tools", [{"type": "custom", "name": "apply", "format": {"type": "grammar", "syntax": "lark", "definition": "x"}}],
-     "tools.0.format.type"),
-    ("tool_choice", "required", "tool_choice"),
-])
+@pytest.mark.parametrize(
+    "field, value, param",
+    [
+        ("background", True, "background"),  # with stream
+        ("frobnicate", 1, "frobnicate"),
+        ("input", [], "input"),
+        ("include", ["file_search_call.results"], "include.0"),
+        ("input", [{"type": "computer_call_output", "call_id": "x"}], "input.0.type"),
+        ("input", [{"type": "function_call_output", "output": "x"}], "input.0.call_id"),
+        ("tools", [{"type": "frob", "name": "apply"}], "tools.0.type"),
+        (
+            "tools",
+            [{"type": "custom", "name": "apply", "format": {"type": "grammar", "syntax": "lark", "definition": "x"}}],
+            "tools.0.format.type",
+        ),
+        ("tool_choice", "required", "tool_choice"),
+    ],
+)
 def test_what_is_not_honoured_is_refused_by_name(server: LiveServer, field: str, value, param: str) -> None:
     response = post(server, **{"input": "hi", "stream": field == "background", field: value})
     assert response.status_code == 400, response.text
@@ -148,8 +178,12 @@ def test_a_stored_response_is_its_callers_own_and_survives_a_restart(tmp_path) -
     store = [KEYS, f"responses.path={tmp_path / 'responses.sqlite3'}"]
     with live_server(*store) as live:
         made = post(live, "sk-alice-0001", input="Remember me").json()
-        assert httpx.get(f"{live.url}/v1/responses/{made['id']}",
-                         headers={"Authorization": "Bearer sk-bob-00001"}).status_code == 404
+        assert (
+            httpx.get(
+                f"{live.url}/v1/responses/{made['id']}", headers={"Authorization": "Bearer sk-bob-00001"}
+            ).status_code
+            == 404
+        )
         assert post(live, "sk-bob-00001", input="x", previous_response_id=made["id"]).status_code == 404
     with live_server(*store) as live:
         alice = {"Authorization": "Bearer sk-alice-0001"}
@@ -174,26 +208,39 @@ async def test_the_agents_sdks_default_model_runs_an_agent_with_a_function_tool(
 
 
 def test_sealed_reasoning_carries_a_stateless_turn_and_cannot_be_forged(tmp_path) -> None:
-    with live_server(KEYS, "engine.sim.harmony=true", "engine.sim.natural_stop=true",
-                     f"responses.path={tmp_path / 'r.sqlite3'}") as live:
-        first = post(live, "sk-alice-0001", input="What is the weather in Oslo?", tools=[WEATHER], store=False,
-                     include=["reasoning.encrypted_content"]).json()
+    with live_server(
+        KEYS, "engine.sim.harmony=true", "engine.sim.natural_stop=true", f"responses.path={tmp_path / 'r.sqlite3'}"
+    ) as live:
+        first = post(
+            live,
+            "sk-alice-0001",
+            input="What is the weather in Oslo?",
+            tools=[WEATHER],
+            store=False,
+            include=["reasoning.encrypted_content"],
+        ).json()
         check(first, "Response")
         reasoning = [o for o in first["output"] if o["type"] == "reasoning"]
         assert reasoning and reasoning[0]["encrypted_content"]
         token = reasoning[0]["encrypted_content"]
         assert reasoning[0]["content"][0]["text"] not in token  # not readable
         call = next(o for o in first["output"] if o["type"] == "function_call")
-        back = [{"role": "user", "content": "What is the weather in Oslo?"},
-                {"type": "reasoning", "id": reasoning[0]["id"], "summary": [], "encrypted_content": token},
-                call, {"type": "function_call_output", "call_id": call["call_id"], "output": "3 C"}]
-        shown = [{**item, "content": reasoning[0]["content"]} if item.get("type") == "reasoning" else item
-                 for item in back]
+        back = [
+            {"role": "user", "content": "What is the weather in Oslo?"},
+            {"type": "reasoning", "id": reasoning[0]["id"], "summary": [], "encrypted_content": token},
+            call,
+            {"type": "function_call_output", "call_id": call["call_id"], "output": "3 C"},
+        ]
+        shown = [
+            {**item, "content": reasoning[0]["content"]} if item.get("type") == "reasoning" else item for item in back
+        ]
         sealed = post(live, "sk-alice-0001", input=back, tools=[WEATHER], store=False).json()
         plain = post(live, "sk-alice-0001", input=shown, tools=[WEATHER], store=False).json()
         assert sealed["usage"]["input_tokens"] == plain["usage"]["input_tokens"]  # the reasoning was read back
-        forged = [{**item, "encrypted_content": token[:-4] + "AAAA"} if item.get("type") == "reasoning" else item
-                  for item in back]
+        forged = [
+            {**item, "encrypted_content": token[:-4] + "AAAA"} if item.get("type") == "reasoning" else item
+            for item in back
+        ]
         refused = post(live, "sk-alice-0001", input=forged, tools=[WEATHER], store=False)
         assert refused.status_code == 400 and refused.json()["error"]["param"] == "input.1.encrypted_content"
         assert post(live, "sk-bob-00001", input=back, tools=[WEATHER], store=False).status_code == 400
@@ -202,8 +249,9 @@ def test_sealed_reasoning_carries_a_stateless_turn_and_cannot_be_forged(tmp_path
 def test_background_returns_queued_then_polls_to_completion_and_cancels(tmp_path) -> None:
     import time
 
-    with live_server("engine.sim.token_latency_ms=20", "engine.sim.natural_stop=false",
-                     f"responses.path={tmp_path / 'r.sqlite3'}") as live:
+    with live_server(
+        "engine.sim.token_latency_ms=20", "engine.sim.natural_stop=false", f"responses.path={tmp_path / 'r.sqlite3'}"
+    ) as live:
         client = live.client()
         queued = client.responses.create(model="sim", input="Later, please", background=True, max_output_tokens=10)
         assert queued.status == "queued" and queued.background

@@ -11,14 +11,22 @@ from tests.conftest import live_server
 
 
 def ask(url: str, key: str) -> httpx.Response:
-    return httpx.post(url + "/v1/chat/completions", headers={"Authorization": f"Bearer {key}"}, timeout=30,
-                      json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    return httpx.post(
+        url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+        json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+    )
 
 
 def test_rpm_holds_across_gateways(redis_url: str) -> None:
     name, key = f"team-{secrets.token_hex(4)}", f"sk-{secrets.token_hex(8)}"
-    settings = (f"server.keys=[{{name: {name}, key: {key}, rpm: 3, daily_tokens: 100000}}]", "state.shared_limits=true",
-                f"state.redis_url={redis_url}", "state.sync_interval_s=0.05")
+    settings = (
+        f"server.keys=[{{name: {name}, key: {key}, rpm: 3, daily_tokens: 100000}}]",
+        "state.shared_limits=true",
+        f"state.redis_url={redis_url}",
+        "state.sync_interval_s=0.05",
+    )
     with live_server(*settings) as a, live_server(*settings) as b:
         assert ask(a.url, key).status_code == 200 and ask(a.url, key).status_code == 200
         time.sleep(0.3)  # a few syncs
@@ -42,8 +50,12 @@ def test_without_redis_each_gateway_counts_alone() -> None:
 
 def test_usage_counts_every_gateway(redis_url: str) -> None:
     name, key = f"team-{secrets.token_hex(4)}", f"sk-{secrets.token_hex(8)}"
-    settings = (f"server.keys=[{{name: {name}, key: {key}}}]", "state.shared_usage=true",
-                f"state.redis_url={redis_url}", "state.sync_interval_s=0.05")
+    settings = (
+        f"server.keys=[{{name: {name}, key: {key}}}]",
+        "state.shared_usage=true",
+        f"state.redis_url={redis_url}",
+        "state.sync_interval_s=0.05",
+    )
 
     def usage(url: str) -> dict:
         r = httpx.get(url + "/v1/usage", headers={"Authorization": f"Bearer {key}"}, timeout=10)

@@ -20,8 +20,15 @@ A_KEY, B_KEY = "Bearer team-a-key", "Bearer team-b-key"
 
 
 def settings(path: Path, *more: str) -> tuple[str, ...]:
-    return ("cache.enabled=true", f"cache.path={path}", "cache.similar.enabled=true", "cache.namespace_by_key=true",
-            "server.api_keys=[team-a-key,team-b-key]", "server.admin_keys=[ops-key-01]", *more)
+    return (
+        "cache.enabled=true",
+        f"cache.path={path}",
+        "cache.similar.enabled=true",
+        "cache.namespace_by_key=true",
+        "server.api_keys=[team-a-key,team-b-key]",
+        "server.admin_keys=[ops-key-01]",
+        *more,
+    )
 
 
 def body(prompt: str, system: str | None = None, **extra) -> dict:
@@ -61,18 +68,30 @@ def test_a_paraphrase_is_answered_from_the_cache_and_says_so(live: LiveServer, h
     assert http.post(CHAT, json=body(QUESTION, "paraphrase")).headers["x-cache"] == "HIT"  # exact beats similar
 
 
-@pytest.mark.parametrize("stored, asked, guard", [
-    ("Turn on dark mode in the settings page", "Turn off dark mode in the settings page", "polarity"),
-    ("Convert 5 km to miles for my running log", "Convert 8 km to miles for my running log", "numbers"),
-    ("Why is my build failing with --strict enabled on the main branch of the repo",
-     "Why is my build failing with --fast enabled on the main branch of the repo", "code"),
-    ("Explain what the get_user function does in the accounts module of our web service",
-     "Explain what the get_users function does in the accounts module of our web service", "code"),
-    ("In the story about the old farm and the red barn, does the dog chase the cat",
-     "In the story about the old farm and the red barn, does the cat chase the dog", "order"),
-    ("Why does the server return errors", "Why does the server never return errors", "negations"),
-    ("为什么服务器每天晚上都会返回错误信息", "为什么服务器每天晚上都不会返回错误信息", "negations"),
-])
+@pytest.mark.parametrize(
+    "stored, asked, guard",
+    [
+        ("Turn on dark mode in the settings page", "Turn off dark mode in the settings page", "polarity"),
+        ("Convert 5 km to miles for my running log", "Convert 8 km to miles for my running log", "numbers"),
+        (
+            "Why is my build failing with --strict enabled on the main branch of the repo",
+            "Why is my build failing with --fast enabled on the main branch of the repo",
+            "code",
+        ),
+        (
+            "Explain what the get_user function does in the accounts module of our web service",
+            "Explain what the get_users function does in the accounts module of our web service",
+            "code",
+        ),
+        (
+            "In the story about the old farm and the red barn, does the dog chase the cat",
+            "In the story about the old farm and the red barn, does the cat chase the dog",
+            "order",
+        ),
+        ("Why does the server return errors", "Why does the server never return errors", "negations"),
+        ("为什么服务器每天晚上都会返回错误信息", "为什么服务器每天晚上都不会返回错误信息", "negations"),
+    ],
+)
 def test_a_guard_refuses_its_hard_negative(http: httpx.Client, stored: str, asked: str, guard: str):
     """Each pair is above the threshold, so only the guard keeps it from being a hit."""
     assert http.post(CHAT, json=body(stored, "guards")).headers["x-cache"] == "MISS"
@@ -84,9 +103,13 @@ def test_a_guard_refuses_its_hard_negative(http: httpx.Client, stored: str, aske
 def test_only_the_user_text_may_differ(http: httpx.Client, live: LiveServer):
     assert http.post(CHAT, json=body(QUESTION, "isolation")).headers["x-cache"] == "MISS"
     tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
-    for other in (body(PARAPHRASE, "another system prompt"), body(PARAPHRASE, "isolation", temperature=0, top_p=0.5),
-                  body(PARAPHRASE, "isolation", max_tokens=7), body(PARAPHRASE, "isolation", seed=3),
-                  body(PARAPHRASE, "isolation", tools=[tool])):
+    for other in (
+        body(PARAPHRASE, "another system prompt"),
+        body(PARAPHRASE, "isolation", temperature=0, top_p=0.5),
+        body(PARAPHRASE, "isolation", max_tokens=7),
+        body(PARAPHRASE, "isolation", seed=3),
+        body(PARAPHRASE, "isolation", tools=[tool]),
+    ):
         assert http.post(CHAT, json=other).headers["x-cache"] == "MISS", other
     with live.http(headers={"Authorization": B_KEY}) as other_team:  # another cache namespace
         assert other_team.post(CHAT, json=body(PARAPHRASE, "isolation")).headers["x-cache"] == "MISS"
@@ -150,14 +173,22 @@ def test_the_index_and_the_blocks_survive_a_restart(tmp_path: Path):
 
 
 def test_the_index_stays_within_the_cache_bound(tmp_path: Path):
-    with live_server(*settings(tmp_path / "c.sqlite3", "cache.max_entries=3")) as live, \
-            live.http(headers={"Authorization": A_KEY}) as http:
+    with (
+        live_server(*settings(tmp_path / "c.sqlite3", "cache.max_entries=3")) as live,
+        live.http(headers={"Authorization": A_KEY}) as http,
+    ):
         for topic in ("sorting", "hashing", "parsing", "caching", "logging"):
             http.post(CHAT, json=body(f"explain {topic} algorithms with an example", "bound"))
         similar = http.get("/v1/cache/stats").json()
         assert similar["entries"] == 3 and similar["similar"]["indexed"] == 3
-        assert http.post(CHAT, json=body("explain sorting algorithms with an example!", "bound")).headers["x-cache"] == "MISS"
-        assert http.post(CHAT, json=body("explain logging algorithms with an example!", "bound")).headers["x-cache"] == "SIMILAR"
+        assert (
+            http.post(CHAT, json=body("explain sorting algorithms with an example!", "bound")).headers["x-cache"]
+            == "MISS"
+        )
+        assert (
+            http.post(CHAT, json=body("explain logging algorithms with an example!", "bound")).headers["x-cache"]
+            == "SIMILAR"
+        )
 
 
 def test_with_redis_as_the_backend_similar_is_refused_at_start_in_one_line():

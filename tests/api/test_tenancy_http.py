@@ -13,20 +13,31 @@ import pytest
 
 from tests.conftest import LiveServer, live_server
 
-KEYS = ("server.keys=[{name: alice, key: sk-alice-0001, rpm: 3}, {name: bob, key: sk-bob-00001, tpm: 300},"
-        " {name: gus, key: sk-gus-00001, tpm: 300},"
-        " {name: carol, key: sk-carol-001, daily_tokens: 200}, {name: dave, key: sk-dave-0001, max_parallel: 1,"
-        " max_queued: 1}, {name: erin, key: sk-erin-0001, class: low},"
-        f" {{name: fay, key_sha256: {hashlib.sha256(b'sk-fay-00001').hexdigest()}, class: high}},"
-        " {name: ops, key: sk-ops-00001, admin: true}]")
-SECRETS = ["sk-alice-0001", "sk-bob-00001", "sk-gus-00001", "sk-carol-001", "sk-dave-0001", "sk-erin-0001", "sk-fay-00001",
-           "sk-ops-00001"]
+KEYS = (
+    "server.keys=[{name: alice, key: sk-alice-0001, rpm: 3}, {name: bob, key: sk-bob-00001, tpm: 300},"
+    " {name: gus, key: sk-gus-00001, tpm: 300},"
+    " {name: carol, key: sk-carol-001, daily_tokens: 200}, {name: dave, key: sk-dave-0001, max_parallel: 1,"
+    " max_queued: 1}, {name: erin, key: sk-erin-0001, class: low},"
+    f" {{name: fay, key_sha256: {hashlib.sha256(b'sk-fay-00001').hexdigest()}, class: high}},"
+    " {name: ops, key: sk-ops-00001, admin: true}]"
+)
+SECRETS = [
+    "sk-alice-0001",
+    "sk-bob-00001",
+    "sk-gus-00001",
+    "sk-carol-001",
+    "sk-dave-0001",
+    "sk-erin-0001",
+    "sk-fay-00001",
+    "sk-ops-00001",
+]
 
 
 def ask(live: LiveServer, key: str, max_tokens: int = 8, **extra) -> httpx.Response:
     body = {"model": "sim", "messages": [{"role": "user", "content": "hello there"}], "max_tokens": max_tokens, **extra}
-    return httpx.post(live.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"},
-                      timeout=30)
+    return httpx.post(
+        live.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    )
 
 
 def usage(live: LiveServer, key: str, **params) -> httpx.Response:
@@ -78,9 +89,12 @@ def test_the_daily_quota_refuses_with_insufficient_quota(team: LiveServer) -> No
 def test_a_keys_class_is_its_default_and_its_ceiling(team: LiveServer) -> None:
     low = ask(team, "sk-erin-0001")
     assert low.headers["x-priority"] == "low"
-    asked_high = httpx.post(team.url + "/v1/chat/completions", timeout=30,
-                            headers={"Authorization": "Bearer sk-erin-0001", "X-Priority": "high"},
-                            json={"model": "sim", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4})
+    asked_high = httpx.post(
+        team.url + "/v1/chat/completions",
+        timeout=30,
+        headers={"Authorization": "Bearer sk-erin-0001", "X-Priority": "high"},
+        json={"model": "sim", "messages": [{"role": "user", "content": "x"}], "max_tokens": 4},
+    )
     assert asked_high.status_code == 200 and asked_high.headers["x-priority"] == "low"
     assert ask(team, "sk-fay-00001").headers["x-priority"] == "high"  # configured by digest
     assert ask(team, "sk-unknown-01").status_code == 401
@@ -110,7 +124,10 @@ def test_usage_adds_up_and_each_key_sees_its_own(team: LiveServer) -> None:
 def test_metrics_name_callers_and_never_show_a_key(team: LiveServer) -> None:
     ask(team, "sk-fay-00001")
     assert httpx.get(team.url + "/metrics", timeout=10).status_code == 401
-    assert httpx.get(team.url + "/metrics", headers={"Authorization": "Bearer sk-fay-00001"}, timeout=10).status_code == 403
+    assert (
+        httpx.get(team.url + "/metrics", headers={"Authorization": "Bearer sk-fay-00001"}, timeout=10).status_code
+        == 403
+    )
     text = httpx.get(team.url + "/metrics", headers={"Authorization": "Bearer sk-ops-00001"}, timeout=10).text
     assert 'gptoss_caller_requests_total{caller="fay"}' in text
     assert 'gptoss_caller_tokens_total{caller="fay",kind="completion"}' in text
@@ -153,8 +170,13 @@ def test_max_parallel_holds_extra_requests_and_max_queued_refuses_past_it(make_s
 
 @pytest.mark.parametrize("fair, light_position", [(True, 1), (False, 7)])
 def test_fair_share_puts_a_light_user_ahead_of_a_flood(make_server, fair: bool, light_position: int) -> None:
-    live = make_server(KEYS, "scheduler.limit.adaptive=false", "scheduler.max_concurrency=1",
-                       "engine.sim.token_latency_ms=20", f"scheduler.fair_share.enabled={str(fair).lower()}")
+    live = make_server(
+        KEYS,
+        "scheduler.limit.adaptive=false",
+        "scheduler.max_concurrency=1",
+        "engine.sim.token_latency_ms=20",
+        f"scheduler.fair_share.enabled={str(fair).lower()}",
+    )
     live.status_key = "sk-ops-00001"
     with ThreadPoolExecutor(9) as pool:
         flood = [pool.submit(ask, live, "sk-ops-00001", 40, request_id=f"a{i}", cache=False) for i in range(8)]

@@ -23,13 +23,22 @@ def test_bad_calls_get_openai_errors() -> None:
     with live_server("server.api_keys=[sk-tok-0001]") as live:
         url = live.url + "/tokenize"
         auth = {"Authorization": "Bearer sk-tok-0001"}
-        cases = [({}, {"messages": MESSAGES}, 401, None),
-                 (auth, {"messages": []}, 400, "messages"),
-                 (auth, {"model": "other", "messages": MESSAGES}, 404, "model"),
-                 (auth, {"messages": [{"role": "user", "content": 3}]}, 400, "messages.0.content")]
+        cases = [
+            ({}, {"messages": MESSAGES}, 401, None),
+            (auth, {"messages": []}, 400, "messages"),
+            (auth, {"model": "other", "messages": MESSAGES}, 404, "model"),
+            (auth, {"messages": [{"role": "user", "content": 3}]}, 400, "messages.0.content"),
+        ]
         for headers, body, status, param in cases:
             r = httpx.post(url, json=body, headers=headers, timeout=10)
             assert r.status_code == status, body
-            assert set(r.json()["error"]) == {"message", "type", "param", "code"} and r.json()["error"]["param"] == param
-        assert httpx.post(url, content=b"{", headers={**auth, "Content-Type": "application/json"}, timeout=10).json()["error"]["code"] == "invalid_json"
+            assert (
+                set(r.json()["error"]) == {"message", "type", "param", "code"} and r.json()["error"]["param"] == param
+            )
+        assert (
+            httpx.post(url, content=b"{", headers={**auth, "Content-Type": "application/json"}, timeout=10).json()[
+                "error"
+            ]["code"]
+            == "invalid_json"
+        )
         assert httpx.post(url, json={"messages": MESSAGES}, headers=auth, timeout=10).status_code == 200

@@ -16,13 +16,20 @@ from tests.conftest import LiveServer, live_server
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
-WEATHER_PARAMS = {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
-                  "required": ["city"], "additionalProperties": False}
+WEATHER_PARAMS = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
 TIME_PARAMS = {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                           "parameters": WEATHER_PARAMS}},
-         {"type": "function", "function": {"name": "get_time", "description": "Time in a zone",
-                                           "parameters": TIME_PARAMS}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Weather in a city", "parameters": WEATHER_PARAMS},
+    },
+    {"type": "function", "function": {"name": "get_time", "description": "Time in a zone", "parameters": TIME_PARAMS}},
+]
 ASK = [{"role": "user", "content": "What is the weather in Oslo?"}]
 TEXT_TOKENS = 400  # harmony thinks first: room for an answer after it
 
@@ -49,11 +56,18 @@ def valid(name: str, arguments: str) -> dict:
 # ----------------------------------------------------------------------------- the openai SDK
 
 
-@pytest.mark.parametrize("choice, name", [("auto", None), ("required", None),  # the simulator picks among them
-                                          ({"type": "function", "function": {"name": "get_time"}}, "get_time")])
+@pytest.mark.parametrize(
+    "choice, name",
+    [
+        ("auto", None),
+        ("required", None),  # the simulator picks among them
+        ({"type": "function", "function": {"name": "get_time"}}, "get_time"),
+    ],
+)
 def test_openai_sdk_calls_as_tool_choice_says(server: LiveServer, choice, name) -> None:
-    reply = server.client().chat.completions.create(model="sim", messages=ASK, tools=TOOLS, tool_choice=choice,
-                                                    max_tokens=300)
+    reply = server.client().chat.completions.create(
+        model="sim", messages=ASK, tools=TOOLS, tool_choice=choice, max_tokens=300
+    )
     calls = reply.choices[0].message.tool_calls
     assert reply.choices[0].finish_reason == "tool_calls" and calls
     for call in calls:
@@ -63,14 +77,16 @@ def test_openai_sdk_calls_as_tool_choice_says(server: LiveServer, choice, name) 
 
 
 def test_openai_sdk_tool_choice_none_answers_in_text(server: LiveServer) -> None:
-    reply = server.client().chat.completions.create(model="sim", messages=ASK, tools=TOOLS, tool_choice="none",
-                                                    max_tokens=TEXT_TOKENS)
+    reply = server.client().chat.completions.create(
+        model="sim", messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=TEXT_TOKENS
+    )
     assert not reply.choices[0].message.tool_calls and reply.choices[0].message.content
 
 
 def test_openai_sdk_streams_a_call_in_openai_pieces(server: LiveServer) -> None:
-    chunks = list(server.client().chat.completions.create(model="sim", messages=ASK, tools=TOOLS, max_tokens=300,
-                                                          stream=True))
+    chunks = list(
+        server.client().chat.completions.create(model="sim", messages=ASK, tools=TOOLS, max_tokens=300, stream=True)
+    )
     pieces = [c.choices[0].delta.tool_calls[0] for c in chunks if c.choices and c.choices[0].delta.tool_calls]
     first, rest = pieces[0], pieces[1:]
     assert (first.index, first.type, first.function.arguments) == (0, "function", "")
@@ -87,8 +103,10 @@ def test_openai_sdk_tool_loop_ends_in_text(server: LiveServer) -> None:
     assert reply.choices[0].message.content is None
     call = reply.choices[0].message.tool_calls[0]
     valid(call.function.name, call.function.arguments)
-    messages += [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
-                 {"role": "tool", "tool_call_id": call.id, "content": "3 C, rain"}]
+    messages += [
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "3 C, rain"},
+    ]
     final = client.chat.completions.create(model="sim", messages=messages, tools=TOOLS, max_tokens=TEXT_TOKENS)
     assert not final.choices[0].message.tool_calls and final.choices[0].message.content
 
@@ -98,21 +116,27 @@ def test_openai_sdk_takes_its_own_message_object_back(server: LiveServer) -> Non
     client = server.client()
     reply = client.chat.completions.create(model="sim", messages=ASK, tools=TOOLS, max_tokens=300)
     message = reply.choices[0].message
-    history = [*ASK, message, {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "3 C"},
-               {"role": "assistant", **message.model_dump(exclude={"tool_calls"}), "content": "It rains."},
-               {"role": "user", "content": "Thanks"}]
+    history = [
+        *ASK,
+        message,
+        {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": "3 C"},
+        {"role": "assistant", **message.model_dump(exclude={"tool_calls"}), "content": "It rains."},
+        {"role": "user", "content": "Thanks"},
+    ]
     final = client.chat.completions.create(model="sim", messages=history, max_tokens=TEXT_TOKENS)
     assert final.choices[0].message.content
 
 
 def test_openai_sdk_parses_structured_outputs(server: LiveServer) -> None:
     client = server.client()
-    parsed = client.chat.completions.parse(model="sim", messages=[{"role": "user", "content": "Invent a person"}],
-                                           response_format=Person, max_tokens=300)
+    parsed = client.chat.completions.parse(
+        model="sim", messages=[{"role": "user", "content": "Invent a person"}], response_format=Person, max_tokens=300
+    )
     assert isinstance(parsed.choices[0].message.parsed, Person)
     Draft202012Validator(Person.model_json_schema()).validate(json.loads(parsed.choices[0].message.content))
-    reply = client.chat.completions.create(model="sim", messages=ASK, response_format={"type": "json_object"},
-                                           max_tokens=300)
+    reply = client.chat.completions.create(
+        model="sim", messages=ASK, response_format={"type": "json_object"}, max_tokens=300
+    )
     assert isinstance(json.loads(reply.choices[0].message.content), dict)
 
 
@@ -143,7 +167,8 @@ def test_langchain_bind_tools_loop(server: LiveServer) -> None:
     first = model.invoke(messages)
     assert [c["name"] for c in first.tool_calls] == ["get_weather"]
     Draft202012Validator(convert_to_openai_tool(get_weather)["function"]["parameters"]).validate(
-        first.tool_calls[0]["args"])
+        first.tool_calls[0]["args"]
+    )
     messages += [first, *(ToolMessage(get_weather.invoke(c["args"]), tool_call_id=c["id"]) for c in first.tool_calls)]
     final = model.invoke(messages)
     assert len(seen) == 1 and isinstance(seen[0], str)
@@ -152,8 +177,7 @@ def test_langchain_bind_tools_loop(server: LiveServer) -> None:
 
 @pytest.mark.parametrize("method", ["json_schema", "function_calling"])
 def test_langchain_with_structured_output(server: LiveServer, method: str) -> None:
-    person = chat_model(server, max_tokens=300).with_structured_output(Person, method=method).invoke(
-        "Invent a person")
+    person = chat_model(server, max_tokens=300).with_structured_output(Person, method=method).invoke("Invent a person")
     assert isinstance(person, Person)
 
 
@@ -177,9 +201,13 @@ async def run_weather_agent(base_url: str, model_class: str, max_tokens: int) ->
         return f"3 C in {city}"
 
     client = AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
-    agent = Agent(name="forecaster", instructions="Answer with the weather.", tools=[get_weather],
-                  model=getattr(agents, model_class)(model="sim", openai_client=client),
-                  model_settings=ModelSettings(max_tokens=max_tokens))
+    agent = Agent(
+        name="forecaster",
+        instructions="Answer with the weather.",
+        tools=[get_weather],
+        model=getattr(agents, model_class)(model="sim", openai_client=client),
+        model_settings=ModelSettings(max_tokens=max_tokens),
+    )
     try:
         return calls, await Runner.run(agent, "What is the weather in Oslo?", max_turns=4)
     finally:

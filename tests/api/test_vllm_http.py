@@ -19,14 +19,20 @@ HI = [{"role": "user", "content": "Say hello."}]
 
 def test_chat_completion_non_streaming_and_streaming(vllm_server):
     client = vllm_server.client()
-    reply = client.chat.completions.create(model="smollm2-135m-instruct", messages=HI, max_tokens=16,
-                                           temperature=0)
+    reply = client.chat.completions.create(model="smollm2-135m-instruct", messages=HI, max_tokens=16, temperature=0)
     assert reply.object == "chat.completion" and reply.choices[0].message.content.strip()
     assert reply.choices[0].finish_reason in ("stop", "length")
     assert 0 < reply.usage.completion_tokens <= 16 and reply.usage.prompt_tokens > 5
-    chunks = list(client.chat.completions.create(model="smollm2-135m-instruct", messages=HI, max_tokens=16,
-                                                 temperature=0, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="smollm2-135m-instruct",
+            messages=HI,
+            max_tokens=16,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text.strip()
     assert 0 < chunks[-1].usage.completion_tokens <= 16
@@ -39,24 +45,34 @@ def test_chat_completion_non_streaming_and_streaming(vllm_server):
 
 def test_length_finish_and_usage_are_the_engines(vllm_server):
     reply = vllm_server.client().chat.completions.create(
-        model="smollm2-135m-instruct", messages=[{"role": "user", "content": "Write a long story about a cat."}],
-        max_tokens=7, temperature=0)
+        model="smollm2-135m-instruct",
+        messages=[{"role": "user", "content": "Write a long story about a cat."}],
+        max_tokens=7,
+        temperature=0,
+    )
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == 7
-
 
 
 def test_a_stop_sequence_is_named_by_the_messages_api(vllm_server):
     """vLLM says which stop string matched (its `stop_reason`): Anthropic's `stop_sequence`."""
-    asked = {"model": "smollm2-135m-instruct", "max_tokens": 24, "temperature": 0,
-             "messages": [{"role": "user", "content": "Name five colours."}]}
+    asked = {
+        "model": "smollm2-135m-instruct",
+        "max_tokens": 24,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "Name five colours."}],
+    }
     free = httpx.post(vllm_server.url + "/v1/messages", json=asked, timeout=120).json()
     words = [w for w in free["content"][-1]["text"].split() if len(w) > 2]
     stop = words[len(words) // 2]
     for stream in (False, True):
-        response = httpx.post(vllm_server.url + "/v1/messages", json={**asked, "stop_sequences": [stop],
-                                                                    "stream": stream}, timeout=120)
-        end = response.json() if not stream else next(
-            json.loads(line[6:])["delta"] for line in response.text.splitlines() if '"message_delta"' in line)
+        response = httpx.post(
+            vllm_server.url + "/v1/messages", json={**asked, "stop_sequences": [stop], "stream": stream}, timeout=120
+        )
+        end = (
+            response.json()
+            if not stream
+            else next(json.loads(line[6:])["delta"] for line in response.text.splitlines() if '"message_delta"' in line)
+        )
         assert (end["stop_reason"], end["stop_sequence"]) == ("stop_sequence", stop), response.text
 
 
@@ -66,10 +82,13 @@ def test_priority_reaches_the_engine(vllm_server):
     done: list[str] = []
 
     def send(name: str, priority: str, max_tokens: int) -> None:
-        body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": f"Count slowly: {name}"}], "max_tokens": max_tokens,
-                "temperature": 0.7}
-        response = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Priority": priority},
-                              timeout=120)
+        body = {
+            "model": "smollm2-135m-instruct",
+            "messages": [{"role": "user", "content": f"Count slowly: {name}"}],
+            "max_tokens": max_tokens,
+            "temperature": 0.7,
+        }
+        response = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Priority": priority}, timeout=120)
         assert response.status_code == 200, response.text
         done.append(name)
 
@@ -82,8 +101,10 @@ def test_priority_reaches_the_engine(vllm_server):
         threads[-1].start()
     # one low waits in vLLM (the others in our queue: lower prompts prefill one at a time on a CPU),
     # so the high can only come second if vLLM's priority policy lets it overtake that low
-    vllm_server.wait_for(lambda s: s["engine"] and s["engine"]["waiting"] >= 1
-                         and s["engine"]["waiting"] + s["waiting"]["low"] == 4, timeout=30)
+    vllm_server.wait_for(
+        lambda s: s["engine"] and s["engine"]["waiting"] >= 1 and s["engine"]["waiting"] + s["waiting"]["low"] == 4,
+        timeout=30,
+    )
     threads.append(threading.Thread(target=send, args=("high", "high", 24)))
     threads[-1].start()
     for t in threads:
@@ -92,8 +113,13 @@ def test_priority_reaches_the_engine(vllm_server):
 
 
 def test_disconnect_aborts_in_the_engine(vllm_server):
-    body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "Tell me everything about the ocean."}],
-            "max_tokens": 1500, "stream": True, "temperature": 0.8}
+    body = {
+        "model": "smollm2-135m-instruct",
+        "messages": [{"role": "user", "content": "Tell me everything about the ocean."}],
+        "max_tokens": 1500,
+        "stream": True,
+        "temperature": 0.8,
+    }
     with httpx.stream("POST", vllm_server.url + "/v1/chat/completions", json=body, timeout=60) as response:
         seen = 0
         for line in response.iter_lines():
@@ -123,8 +149,11 @@ def test_context_limit_is_rejected_before_the_engine(vllm_server):
     engine = vllm_server.services.engine
     before = engine.stats().generated_tokens
     huge = "word " * 2500
-    response = httpx.post(vllm_server.url + "/v1/chat/completions",
-                          json={"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": huge}], "max_tokens": 10}, timeout=30)
+    response = httpx.post(
+        vllm_server.url + "/v1/chat/completions",
+        json={"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": huge}], "max_tokens": 10},
+        timeout=30,
+    )
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "context_length_exceeded"
     assert engine.stats().generated_tokens == before and vllm_server.status()["running"] == 0
@@ -133,17 +162,27 @@ def test_context_limit_is_rejected_before_the_engine(vllm_server):
 def test_a_seed_is_a_400_on_the_cpu_build(vllm_server):
     """Its engine process dies on a seeded request whose prompt it prefills in parts."""
     for seed in (0, 7):
-        response = httpx.post(vllm_server.url + "/v1/chat/completions", timeout=30, json={
-            "model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
-            "seed": seed})
+        response = httpx.post(
+            vllm_server.url + "/v1/chat/completions",
+            timeout=30,
+            json={
+                "model": "smollm2-135m-instruct",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 4,
+                "seed": seed,
+            },
+        )
         assert response.status_code == 400
         assert response.json()["error"]["param"] == "seed"
         assert response.json()["error"]["code"] == "unsupported_parameter"
 
 
 def test_reasoning_effort_is_accepted_and_reported_ignored(vllm_server):
-    response = httpx.post(vllm_server.url + "/v1/chat/completions",
-                          json={"model": "smollm2-135m-instruct", "messages": HI, "max_tokens": 4, "reasoning_effort": "high"}, timeout=60)
+    response = httpx.post(
+        vllm_server.url + "/v1/chat/completions",
+        json={"model": "smollm2-135m-instruct", "messages": HI, "max_tokens": 4, "reasoning_effort": "high"},
+        timeout=60,
+    )
     assert response.status_code == 200
     assert response.headers["x-reasoning-effort"] == "ignored"
 

@@ -15,8 +15,10 @@ SYSTEMS = ["You label sentiment. " * 20, "You translate to French. " * 20]
 
 
 def body(i: int) -> dict:
-    return {"model": "m", "messages": [{"role": "system", "content": SYSTEMS[i % 2]},
-                                       {"role": "user", "content": f"text {i}"}]}
+    return {
+        "model": "m",
+        "messages": [{"role": "system", "content": SYSTEMS[i % 2]}, {"role": "user", "content": f"text {i}"}],
+    }
 
 
 async def run_batch(tmp_path, rows: list[dict]) -> tuple[list[str], list[str]]:
@@ -28,13 +30,23 @@ async def run_batch(tmp_path, rows: list[dict]) -> tuple[list[str], list[str]]:
         ran.append(data["messages"][1]["content"])
         return Answer(200, {"echo": data["messages"][1]["content"]}, "r")
 
-    content = "".join(json.dumps({"custom_id": f"c{i}", "method": "POST", "url": "/v1/chat/completions",
-                                  "body": row}) + "\n" for i, row in enumerate(rows)).encode()
+    content = "".join(
+        json.dumps({"custom_id": f"c{i}", "method": "POST", "url": "/v1/chat/completions", "body": row}) + "\n"
+        for i, row in enumerate(rows)
+    ).encode()
     file = await store.put_file("alice", "batch", "in.jsonl", content)
     state = shapes.new_batch("batch_1", file.id, "/v1/chat/completions", "24h", None, 0, 86_400)
     await store.put_batch("alice", "", state)
-    runner = BatchRunner(store, run, lambda endpoint, data: None, lambda: 1, lambda name, ns: Caller(name),
-                         max_lines=100, max_line_bytes=10**6, clock=lambda: 1.0)
+    runner = BatchRunner(
+        store,
+        run,
+        lambda endpoint, data: None,
+        lambda: 1,
+        lambda name, ns: Caller(name),
+        max_lines=100,
+        max_line_bytes=10**6,
+        clock=lambda: 1.0,
+    )
     runner.add("alice", "", state)
     while runner.unfinished:
         await runner.step()

@@ -45,22 +45,26 @@ def test_the_digest_function_is_injectable():
     assert seen == [key.canonical.encode("utf-8")]
 
 
-@pytest.mark.parametrize("change", [
-    {"model": "other"},
-    {"messages": (("system", "be brief"), ("user", "Say something about stacks."))},
-    {"messages": (("user", "be brief"), ("user", "Say something about queues."))},  # the role counts
-    {"messages": (("user", "Say something about queues."),)},
-    {"max_tokens": 17},
-    {"max_tokens": None},
-    {"temperature": 0.5},
-    {"temperature": None},
-    {"top_p": 0.9},
-    {"stop": ()},
-    {"stop": ("\n", "END")},
-    {"seed": 7},
-    {"reasoning_effort": "high"},
-    {"namespace": "key:abc"},
-], ids=lambda change: next(iter(change)))
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "other"},
+        {"messages": (("system", "be brief"), ("user", "Say something about stacks."))},
+        {"messages": (("user", "be brief"), ("user", "Say something about queues."))},  # the role counts
+        {"messages": (("user", "Say something about queues."),)},
+        {"max_tokens": 17},
+        {"max_tokens": None},
+        {"temperature": 0.5},
+        {"temperature": None},
+        {"top_p": 0.9},
+        {"stop": ()},
+        {"stop": ("\n", "END")},
+        {"seed": 7},
+        {"reasoning_effort": "high"},
+        {"namespace": "key:abc"},
+    ],
+    ids=lambda change: next(iter(change)),
+)
 def test_every_output_deciding_field_changes_the_key(change):
     base = make_key(BASE, CONFIG)
     changed = make_key(dataclasses.replace(BASE, **change), CONFIG)
@@ -74,14 +78,17 @@ def test_message_boundaries_are_part_of_the_key():
     assert make_key(one, CONFIG).digest != make_key(two, CONFIG).digest
 
 
-@pytest.mark.parametrize(("temperature", "seed", "expected"), [
-    (0.0, None, True),
-    (0, None, True),
-    (0.7, 3, True),
-    (None, 0, True),
-    (0.7, None, False),
-    (None, None, False),  # the default temperature is 1: sampled
-])
+@pytest.mark.parametrize(
+    ("temperature", "seed", "expected"),
+    [
+        (0.0, None, True),
+        (0, None, True),
+        (0.7, 3, True),
+        (None, 0, True),
+        (0.7, None, False),
+        (None, None, False),  # the default temperature is 1: sampled
+    ],
+)
 def test_deterministic_mode_caches_temperature_zero_or_a_seed(temperature, seed, expected):
     request = dataclasses.replace(BASE, temperature=temperature, seed=seed)
     assert is_cacheable(request, "deterministic") is expected

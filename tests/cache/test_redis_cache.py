@@ -13,8 +13,12 @@ import pytest
 
 from tests.conftest import live_server, redis_server
 
-BODY = {"model": "sim", "messages": [{"role": "user", "content": "shared question"}], "max_tokens": 30,
-        "temperature": 0}
+BODY = {
+    "model": "sim",
+    "messages": [{"role": "user", "content": "shared question"}],
+    "max_tokens": 30,
+    "temperature": 0,
+}
 
 
 def gateways(redis_url: str, *extra: str):
@@ -54,9 +58,14 @@ def test_the_same_question_at_two_gateways_at_once_is_generated_once(redis_url: 
 
 
 def test_a_redis_that_goes_away_costs_hits_not_answers(tmp_path) -> None:
-    with contextlib.ExitStack() as redis, live_server(
-            "cache.enabled=true", "cache.backend=redis",
-            f"state.redis_url={redis.enter_context(redis_server(str(tmp_path)))}") as live:
+    with (
+        contextlib.ExitStack() as redis,
+        live_server(
+            "cache.enabled=true",
+            "cache.backend=redis",
+            f"state.redis_url={redis.enter_context(redis_server(str(tmp_path)))}",
+        ) as live,
+    ):
         assert post(live.url, {**BODY, "seed": 7}).status_code == 200
         redis.close()  # the Redis server stops; the gateway goes on
         answer = post(live.url, {**BODY, "seed": 8})

@@ -8,9 +8,19 @@ from cache.similar_index import SimilarIndex, split_canonical
 
 
 def canonical(text: str, system: str = "be brief", **rest) -> str:
-    request = {"v": 1, "namespace": "", "model": "sim", "max_tokens": 16, "temperature": 0.0, "top_p": None,
-               "stop": [], "seed": None, "reasoning_effort": None,
-               "messages": [["system", system], ["user", text]], **rest}
+    request = {
+        "v": 1,
+        "namespace": "",
+        "model": "sim",
+        "max_tokens": 16,
+        "temperature": 0.0,
+        "top_p": None,
+        "stop": [],
+        "seed": None,
+        "reasoning_effort": None,
+        "messages": [["system", system], ["user", text]],
+        **rest,
+    }
     return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -37,9 +47,14 @@ def test_anything_but_the_last_user_text_must_be_identical():
     idx.add("k1", canonical("How do I sort a list of numbers in Python?"))
     text = "How do I sort a list of numbers in Python"
     assert idx.match(canonical(text)) is not None
-    for other in (canonical(text, system="be verbose"), canonical(text, namespace="key:other"),
-                  canonical(text, max_tokens=17), canonical(text, temperature=0.5), canonical(text, options='{"tools":[]}'),
-                  canonical(text, model="other")):
+    for other in (
+        canonical(text, system="be verbose"),
+        canonical(text, namespace="key:other"),
+        canonical(text, max_tokens=17),
+        canonical(text, temperature=0.5),
+        canonical(text, options='{"tools":[]}'),
+        canonical(text, model="other"),
+    ):
         assert idx.match(other) is None
 
 

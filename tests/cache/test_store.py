@@ -231,9 +231,9 @@ async def test_a_digest_collision_never_returns_another_requests_answer(make_cac
     assert await cache.get(second_key) == answer(2)
 
 
-async def test_a_corrupt_file_is_moved_aside_and_a_new_one_started(make_cache: MakeCache, tmp_path: Path,
-                                                                  caplog: pytest.LogCaptureFixture,
-                                                                  monkeypatch: pytest.MonkeyPatch):
+async def test_a_corrupt_file_is_moved_aside_and_a_new_one_started(
+    make_cache: MakeCache, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setattr(logging.getLogger("gpt_oss_webui"), "propagate", True)
     caplog.set_level(logging.WARNING, logger="gpt_oss_webui.cache")
     garbage = b"this is not an SQLite database \x00\xff" * 64
@@ -305,9 +305,20 @@ async def test_clear_removes_everything(make_cache: MakeCache):
 async def test_stats(make_cache: MakeCache):
     cache = await make_cache(ttl_s=30, max_entries=5, max_bytes=4096)
     empty = cache.stats()
-    assert empty == {"object": "cache.stats", "enabled": True, "entries": 0, "bytes": 0, "hits": 0, "misses": 0,
-                     "hit_rate": 0.0, "evictions": 0, "expired": 0, "max_entries": 5, "max_bytes": 4096,
-                     "ttl_s": 30}
+    assert empty == {
+        "object": "cache.stats",
+        "enabled": True,
+        "entries": 0,
+        "bytes": 0,
+        "hits": 0,
+        "misses": 0,
+        "hit_rate": 0.0,
+        "evictions": 0,
+        "expired": 0,
+        "max_entries": 5,
+        "max_bytes": 4096,
+        "ttl_s": 30,
+    }
     cache.put(key(1), answer(1))
     await cache.get(key(1))
     await cache.get(key(1))

@@ -30,8 +30,13 @@ async def opened(path: Path, clock: list[float] | None = None, **limits: int) ->
 async def chat(store: HistoryStore, owner: str, first: str, answer: str = "an answer") -> str:
     cid = await store.create(owner, first, {"system_prompt": "be brief", "temperature": 0.2})
     assert await store.add(owner, cid, StoredMessage("user", first)) is not None
-    mid = await store.add(owner, cid, StoredMessage("assistant", answer, reasoning="because",
-                                                    details={"class": "medium", "tokens": 2}, outcome="done"))
+    mid = await store.add(
+        owner,
+        cid,
+        StoredMessage(
+            "assistant", answer, reasoning="because", details={"class": "medium", "tokens": 2}, outcome="done"
+        ),
+    )
     assert mid is not None
     return cid
 
@@ -43,7 +48,9 @@ async def test_a_conversation_round_trips_with_its_details(tmp_path):
     assert got is not None and got.title == "What is a queue? second line"
     assert got.settings == {"system_prompt": "be brief", "temperature": 0.2}
     assert [(m.role, m.content, m.reasoning, m.outcome) for m in got.messages] == [
-        ("user", "What is a queue?\nsecond line", "", ""), ("assistant", "an answer", "because", "done")]
+        ("user", "What is a queue?\nsecond line", "", ""),
+        ("assistant", "an answer", "because", "done"),
+    ]
     assert got.messages[1].details == {"class": "medium", "tokens": 2}
     assert got.messages[0].created < got.messages[1].created
     await store.close()
@@ -153,8 +160,10 @@ async def test_disabled_or_unopenable_history_stores_nothing_and_fails_nothing(t
 def rows(path: Path) -> tuple[int, int]:
     raw = sqlite3.connect(path)
     try:
-        return (raw.execute("SELECT count(*) FROM conversations").fetchone()[0],
-                raw.execute("SELECT count(*) FROM messages").fetchone()[0])
+        return (
+            raw.execute("SELECT count(*) FROM conversations").fetchone()[0],
+            raw.execute("SELECT count(*) FROM messages").fetchone()[0],
+        )
     finally:
         raw.close()
 
@@ -163,9 +172,11 @@ async def test_an_import_is_written_whole_or_not_at_all(tmp_path):
     path = tmp_path / "h.sqlite3"
     store = await opened(path)
     cid = await chat(store, "o", "kept")
-    half = [Imported("one", {}, [StoredMessage("user", "fine")]),
-            Imported("two", {}, [StoredMessage("user", None)]),  # type: ignore[arg-type]  # NOT NULL, mid-write
-            Imported("three", {}, [StoredMessage("user", "fine too")])]
+    half = [
+        Imported("one", {}, [StoredMessage("user", "fine")]),
+        Imported("two", {}, [StoredMessage("user", None)]),  # type: ignore[arg-type]  # NOT NULL, mid-write
+        Imported("three", {}, [StoredMessage("user", "fine too")]),
+    ]
     with pytest.raises(sqlite3.IntegrityError):
         await store.import_conversations("o", half)
     with pytest.raises(TypeError):  # settings JSON cannot hold
@@ -173,8 +184,13 @@ async def test_an_import_is_written_whole_or_not_at_all(tmp_path):
     assert rows(path) == (1, 2) and [s.title for s in await store.list("o")] == ["kept"]
     await store.add("o", cid, StoredMessage("user", "a later write"))  # commits nothing of either
     assert rows(path) == (1, 3) and [s.title for s in await store.list("o")] == ["kept"]
-    ids = await store.import_conversations("o", [Imported("a", {"temperature": 0.5}, [
-        StoredMessage("assistant", "half", outcome="streaming")], created=7.0), Imported("b", {}, [])])
+    ids = await store.import_conversations(
+        "o",
+        [
+            Imported("a", {"temperature": 0.5}, [StoredMessage("assistant", "half", outcome="streaming")], created=7.0),
+            Imported("b", {}, []),
+        ],
+    )
     assert [s.id for s in await store.list("o")] == [*ids, cid]  # the file's order, on top
     got = await store.get("o", ids[0])
     assert got.created == 7.0 and got.settings == {"temperature": 0.5}
@@ -188,10 +204,14 @@ async def test_an_import_never_pushes_out_earlier_conversations(tmp_path):
     await chat(store, "o", "first")
     await chat(store, "o", "second")
     for items, code, values in (
-            ([Imported("x", {}, [])] * 2, "would_drop", {"n": 1, "limit": 3}),
-            ([Imported("x", {}, [])] * 4, "too_many_conversations", {"n": 4, "limit": 3}),
-            ([Imported("x", {}, [StoredMessage("user", "m")] * 3)], "too_many_messages",
-             {"conversation": 1, "n": 3, "limit": 2})):
+        ([Imported("x", {}, [])] * 2, "would_drop", {"n": 1, "limit": 3}),
+        ([Imported("x", {}, [])] * 4, "too_many_conversations", {"n": 4, "limit": 3}),
+        (
+            [Imported("x", {}, [StoredMessage("user", "m")] * 3)],
+            "too_many_messages",
+            {"conversation": 1, "n": 3, "limit": 2},
+        ),
+    ):
         with pytest.raises(ImportProblem) as refused:
             await store.import_conversations("o", items)
         assert (refused.value.code, refused.value.values) == (code, values)

@@ -34,19 +34,27 @@ class FakeUpstream:
     disconnected: list[str] = field(default_factory=list)
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/models", self._models), Route("/metrics", self._metrics),
-                                 Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/v1/models", self._models),
+                Route("/metrics", self._metrics),
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+            ]
+        )
 
     async def _models(self, _: Request) -> Response:
         if self.models_status != 200:
             return JSONResponse({"error": {"message": "down"}}, status_code=self.models_status)
-        return JSONResponse({"object": "list", "data": [{"id": "fake-model", "object": "model",
-                                                         "max_model_len": 2048}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "fake-model", "object": "model", "max_model_len": 2048}]}
+        )
 
     async def _metrics(self, _: Request) -> Response:
-        return PlainTextResponse(f'vllm:num_requests_running{{model_name="fake-model"}} {self.running}\n'
-                                 f'vllm:num_requests_waiting{{model_name="fake-model"}} {self.waiting}\n'
-                                 f'vllm:kv_cache_usage_perc{{model_name="fake-model"}} 0.1\n')
+        return PlainTextResponse(
+            f'vllm:num_requests_running{{model_name="fake-model"}} {self.running}\n'
+            f'vllm:num_requests_waiting{{model_name="fake-model"}} {self.waiting}\n'
+            f'vllm:kv_cache_usage_perc{{model_name="fake-model"}} 0.1\n'
+        )
 
     async def _chat(self, request: Request) -> Response:
         body = await request.json()
@@ -63,8 +71,12 @@ class FakeUpstream:
                 await asyncio.sleep(self.token_delay_s)
                 yield _sse({"choices": [{"index": 0, "delta": {"content": f"{self.name}{i} "}, "finish_reason": None}]})
             yield _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
-            yield _sse({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": self.tokens,
-                                                 "total_tokens": 7 + self.tokens}})
+            yield _sse(
+                {
+                    "choices": [],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": self.tokens, "total_tokens": 7 + self.tokens},
+                }
+            )
             yield "data: [DONE]\n\n"
             finished = True
         finally:

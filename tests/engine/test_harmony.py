@@ -9,8 +9,9 @@ from engine.harmony import HarmonyParser, split_channels
 
 THINKING = "The user greets us. We should answer briefly, <b>politely</b> & kindly."
 ANSWER = "Hello! How can I help you today?"
-OUTPUT = (f"<|channel|>analysis<|message|>{THINKING}<|end|>"
-          f"<|start|>assistant<|channel|>final<|message|>{ANSWER}<|return|>")
+OUTPUT = (
+    f"<|channel|>analysis<|message|>{THINKING}<|end|><|start|>assistant<|channel|>final<|message|>{ANSWER}<|return|>"
+)
 
 
 def parse(pieces: list[str]) -> tuple[str, str]:
@@ -47,27 +48,47 @@ def test_markers_never_leak_while_streaming():
     assert shown == THINKING + ANSWER
 
 
-@pytest.mark.parametrize("output, answer, reasoning", [
-    # a tool-call preamble on commentary, with a constrained format, counts as reasoning
-    ("<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Oslo\"}<|call|>",
-     "", '{"city": "Oslo"}'),
-    # the length limit cut the thinking short: what came is reasoning, no answer
-    ("<|channel|>analysis<|message|>Let me think about", "", "Let me think about"),
-    # an end of output without <|return|> (vLLM may drop the stop token's text)
-    ("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b", "b", "a"),
-    # no channel given: the final answer
-    ("<|start|>assistant<|message|>plain", "plain", ""),
-    # text that is not harmony at all comes through as the answer
-    ("Just an answer, no markers.", "Just an answer, no markers.", ""),
-])
+@pytest.mark.parametrize(
+    "output, answer, reasoning",
+    [
+        # a tool-call preamble on commentary, with a constrained format, counts as reasoning
+        (
+            '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}<|call|>',
+            "",
+            '{"city": "Oslo"}',
+        ),
+        # the length limit cut the thinking short: what came is reasoning, no answer
+        ("<|channel|>analysis<|message|>Let me think about", "", "Let me think about"),
+        # an end of output without <|return|> (vLLM may drop the stop token's text)
+        ("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b", "b", "a"),
+        # no channel given: the final answer
+        ("<|start|>assistant<|message|>plain", "plain", ""),
+        # text that is not harmony at all comes through as the answer
+        ("Just an answer, no markers.", "Just an answer, no markers.", ""),
+    ],
+)
 def test_other_shapes(output, answer, reasoning):
     for i in range(len(output) + 1):
         assert parse([output[:i], output[i:]]) == (answer, reasoning), i
 
 
 async def test_deltas_carry_the_answer_and_the_reasoning_with_their_tokens():
-    pieces = ["<|channel|>", "analysis", "<|message|>", "Think", " hard", "<|end|>", "<|start|>", "assistant",
-              "<|channel|>", "final", "<|message|>", "Hi", " there", "<|return|>"]
+    pieces = [
+        "<|channel|>",
+        "analysis",
+        "<|message|>",
+        "Think",
+        " hard",
+        "<|end|>",
+        "<|start|>",
+        "assistant",
+        "<|channel|>",
+        "final",
+        "<|message|>",
+        "Hi",
+        " there",
+        "<|return|>",
+    ]
 
     async def engine():
         for i, piece in enumerate(pieces):

@@ -59,8 +59,10 @@ def test_two_calls_in_one_turn_back_to_back_or_restarted():
     restarted = THINK + call_message("get_weather", WEATHER) + call_message("get_time", TIME)
     back_to_back = restarted.replace("<|call|><|start|>assistant", "<|call|>")
     for output in (restarted, back_to_back):
-        every_cut(output, ("", "The user wants the weather; call the tool.",
-                           [("get_weather", WEATHER), ("get_time", TIME)], 0))
+        every_cut(
+            output,
+            ("", "The user wants the weather; call the tool.", [("get_weather", WEATHER), ("get_time", TIME)], 0),
+        )
 
 
 def test_a_call_on_the_analysis_channel():
@@ -68,10 +70,15 @@ def test_a_call_on_the_analysis_channel():
 
 
 def test_a_preamble_is_answer_text_then_the_call():
-    output = (THINK + "<|start|>assistant<|channel|>commentary<|message|>Let me check the weather.<|end|>"
-              + call_message("get_weather", WEATHER))
-    every_cut(output, ("Let me check the weather.", "The user wants the weather; call the tool.",
-                       [("get_weather", WEATHER)], 0))
+    output = (
+        THINK
+        + "<|start|>assistant<|channel|>commentary<|message|>Let me check the weather.<|end|>"
+        + call_message("get_weather", WEATHER)
+    )
+    every_cut(
+        output,
+        ("Let me check the weather.", "The user wants the weather; call the tool.", [("get_weather", WEATHER)], 0),
+    )
 
 
 def test_the_recipient_before_the_channel():
@@ -90,8 +97,10 @@ def test_a_broken_call_does_not_take_the_next_ones_index():
 
 
 def test_a_call_cut_off_by_the_end_of_output_is_read_at_finish():
-    every_cut(f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{WEATHER}",
-              ("", "", [("get_weather", WEATHER)], 0))
+    every_cut(
+        f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{WEATHER}",
+        ("", "", [("get_weather", WEATHER)], 0),
+    )
 
 
 def test_a_recipient_outside_functions_is_not_a_call():
@@ -116,10 +125,31 @@ def test_the_final_answer_still_comes_through_with_tools():
 
 
 async def test_deltas_carry_calls_and_count_call_tokens_as_completion():
-    pieces = ["<|channel|>", "analysis", "<|message|>", "Think", "<|end|>",
-              "<|start|>", "assistant", "<|channel|>", "commentary to=functions.get_weather", " ", "<|constrain|>",
-              "json", "<|message|>", '{"city":', ' "Oslo"}', "<|call|>",
-              "<|start|>", "assistant", "<|channel|>", "commentary to=functions.bad", "<|message|>", "{x", "<|call|>"]
+    pieces = [
+        "<|channel|>",
+        "analysis",
+        "<|message|>",
+        "Think",
+        "<|end|>",
+        "<|start|>",
+        "assistant",
+        "<|channel|>",
+        "commentary to=functions.get_weather",
+        " ",
+        "<|constrain|>",
+        "json",
+        "<|message|>",
+        '{"city":',
+        ' "Oslo"}',
+        "<|call|>",
+        "<|start|>",
+        "assistant",
+        "<|channel|>",
+        "commentary to=functions.bad",
+        "<|message|>",
+        "{x",
+        "<|call|>",
+    ]
 
     async def engine():
         for i, piece in enumerate(pieces):

@@ -63,8 +63,10 @@ def test_two_calls_with_newlines_between_and_after():
     for pieces in every_cut(text):
         out = parse(pieces)
         assert out.answer == "" and out.errors == 0, pieces
-        assert calls(out.calls) == [("get_weather", {"city": "Zürich", "days": 3}),
-                                    ("get_time", {"tz": "Europe/Oslo"})], pieces
+        assert calls(out.calls) == [
+            ("get_weather", {"city": "Zürich", "days": 3}),
+            ("get_time", {"tz": "Europe/Oslo"}),
+        ], pieces
 
 
 def test_text_then_a_call_then_text():
@@ -76,9 +78,11 @@ def test_text_then_a_call_then_text():
 
 
 def test_arguments_as_a_string_as_parameters_or_missing():
-    text = ('<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>'
-            '<tool_call>{"name": "b", "parameters": {"y": [2]}}</tool_call>'
-            '<tool_call>{"name": "c"}</tool_call>')
+    text = (
+        '<tool_call>{"name": "a", "arguments": "{\\"x\\": 1}"}</tool_call>'
+        '<tool_call>{"name": "b", "parameters": {"y": [2]}}</tool_call>'
+        '<tool_call>{"name": "c"}</tool_call>'
+    )
     out = parse([text])
     assert out.answer == "" and out.errors == 0
     assert calls(out.calls) == [("a", {"x": 1}), ("b", {"y": [2]}), ("c", {})]
@@ -86,21 +90,25 @@ def test_arguments_as_a_string_as_parameters_or_missing():
 
 def test_malformed_call_goes_back_as_text_with_an_error():
     bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": \n</tool_call>'
-    for text in (bad, '<tool_call>{"arguments": {}}</tool_call>', '<tool_call>[1]</tool_call>',
-                 '<tool_call>{"name": "f", "arguments": [1]}</tool_call>'):
+    for text in (
+        bad,
+        '<tool_call>{"arguments": {}}</tool_call>',
+        "<tool_call>[1]</tool_call>",
+        '<tool_call>{"name": "f", "arguments": [1]}</tool_call>',
+    ):
         for pieces in every_cut("Hi\n" + text):
             out = parse(pieces)
             assert (out.answer, out.calls, out.errors) == ("Hi\n" + text, (), 1), pieces
 
 
 def test_a_good_call_after_a_bad_one_keeps_its_index():
-    out = parse(['<tool_call>nope</tool_call>\n' + TIME])
+    out = parse(["<tool_call>nope</tool_call>\n" + TIME])
     assert out.answer == "<tool_call>nope</tool_call>" and out.errors == 1
     assert [(d.index, d.name) for d in out.calls if d.name] == [(0, "get_time")]
 
 
 def test_unterminated_call_at_finish():
-    for text in (WEATHER[:-len("</tool_call>")], WEATHER[:-len("call>")]):
+    for text in (WEATHER[: -len("</tool_call>")], WEATHER[: -len("call>")]):
         for pieces in every_cut(text):
             out = parse(pieces)
             assert out.answer == "" and out.errors == 0, pieces
@@ -113,7 +121,7 @@ def test_unterminated_call_at_finish():
 async def test_split_tool_calls_keeps_the_other_fields():
     async def stream() -> AsyncIterator[Delta]:
         yield Delta("Checking.\n<tool", 3, cached_tokens=5)
-        yield Delta(WEATHER[len("<tool"):], 20, reasoning="r")
+        yield Delta(WEATHER[len("<tool") :], 20, reasoning="r")
         yield Delta("\n<tool_call>{bad}", 4)
         yield Delta("", 1, finish_reason="stop")
 

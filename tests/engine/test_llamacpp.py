@@ -24,11 +24,22 @@ from tests.conftest import FAST_SIM, LiveServer, live_server
 
 MODEL = "smollm2-135m-instruct"
 SLOTS = 4
-LLAMACPP = [*FAST_SIM, "engine.backend=llamacpp", f"engine.llamacpp.n_parallel={SLOTS}",
-            "engine.llamacpp.kv_tokens=8192", "engine.llamacpp.max_model_len=2048", "scheduler.max_concurrency=0"]
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                           "required": ["city"]}}}
+LLAMACPP = [
+    *FAST_SIM,
+    "engine.backend=llamacpp",
+    f"engine.llamacpp.n_parallel={SLOTS}",
+    "engine.llamacpp.kv_tokens=8192",
+    "engine.llamacpp.max_model_len=2048",
+    "scheduler.max_concurrency=0",
+]
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 pytestmark = pytest.mark.llamacpp
 
@@ -52,20 +63,24 @@ def test_answers_and_streams_with_usage(llamacpp: LiveServer):
     answer = ask(client, "Name three colours.", max_tokens=16)
     assert answer.choices[0].message.content and answer.usage.completion_tokens <= 16
     assert answer.choices[0].finish_reason in ("stop", "length")
-    chunks = list(ask(client, "Name three colours.", max_tokens=12, stream=True,
-                      stream_options={"include_usage": True}))
+    chunks = list(
+        ask(client, "Name three colours.", max_tokens=12, stream=True, stream_options={"include_usage": True})
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     usage = chunks[-1].usage
     assert text and usage is not None and 1 <= usage.completion_tokens <= 12
     assert usage.prompt_tokens == answer.usage.prompt_tokens  # counted by llama.cpp's own template
 
 
-
 def test_a_stop_sequence_stops_but_goes_unnamed(llamacpp: LiveServer):
     """llama.cpp's OpenAI endpoints neither name the stop string that matched nor keep it in the
     text (docs/api.md): the Messages API stops there and says `end_turn`, no `stop_sequence`."""
-    asked = {"model": MODEL, "max_tokens": 24, "temperature": 0,
-             "messages": [{"role": "user", "content": "Count from 1 to 20 separated by commas."}]}
+    asked = {
+        "model": MODEL,
+        "max_tokens": 24,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "Count from 1 to 20 separated by commas."}],
+    }
     free = httpx.post(llamacpp.url + "/v1/messages", json=asked, timeout=60).json()["content"][-1]["text"]
     stop = next(w for w in free.split() if len(w) > 1 and w != free.split()[0])
     stopped = httpx.post(llamacpp.url + "/v1/messages", json={**asked, "stop_sequences": [stop]}, timeout=60).json()
@@ -91,8 +106,9 @@ def test_the_context_limit_is_a_400_before_the_engine(llamacpp: LiveServer):
 
 
 def test_a_closed_stream_frees_its_slot_at_once(llamacpp: LiveServer):
-    stream = ask(llamacpp.client(), "Count to a thousand.", max_tokens=1500, stream=True,
-                 extra_body={"ignore_eos": True})
+    stream = ask(
+        llamacpp.client(), "Count to a thousand.", max_tokens=1500, stream=True, extra_body={"ignore_eos": True}
+    )
     for i, _ in enumerate(stream):
         if i == 3:
             break
@@ -122,12 +138,25 @@ def test_sampling_left_unset_is_llama_cpps_own(llamacpp: LiveServer):
     so a seeded answer is the one its own server gives; full-vocabulary sampling cost 10-20 % of
     its tok/s at eight streams."""
     engine = llamacpp.services.engine
-    body = {"messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 24, "seed": 11,
-            "temperature": 1.0, "top_p": 1.0}
-    own = httpx.post(engine._server.listening_address + "/v1/chat/completions", json=body,
-                     headers=engine._http.headers, timeout=60).json()["choices"][0]["message"]["content"]
-    ours = ask(llamacpp.client(), body["messages"][0]["content"], max_tokens=24, seed=11, temperature=1.0,
-               top_p=1.0, extra_headers={"Cache-Control": "no-store"})
+    body = {
+        "messages": [{"role": "user", "content": "Tell me a story."}],
+        "max_tokens": 24,
+        "seed": 11,
+        "temperature": 1.0,
+        "top_p": 1.0,
+    }
+    own = httpx.post(
+        engine._server.listening_address + "/v1/chat/completions", json=body, headers=engine._http.headers, timeout=60
+    ).json()["choices"][0]["message"]["content"]
+    ours = ask(
+        llamacpp.client(),
+        body["messages"][0]["content"],
+        max_tokens=24,
+        seed=11,
+        temperature=1.0,
+        top_p=1.0,
+        extra_headers={"Cache-Control": "no-store"},
+    )
     assert ours.choices[0].message.content == own
 
 
@@ -140,15 +169,25 @@ def test_sampling_fields_reach_llama_cpp_only_when_given():
 
 def test_tools_and_structured_outputs(llamacpp: LiveServer):
     client = llamacpp.client()
-    forced = ask(client, "What is the weather in Paris?", max_tokens=100, temperature=0, tools=[WEATHER],
-                 tool_choice="required")
+    forced = ask(
+        client, "What is the weather in Paris?", max_tokens=100, temperature=0, tools=[WEATHER], tool_choice="required"
+    )
     call = forced.choices[0].message.tool_calls[0]
     assert forced.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
     assert "city" in json.loads(call.function.arguments)
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"], "additionalProperties": False}
-    person = ask(client, "Make up a person.", max_tokens=100, temperature=0,
-                 response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    }
+    person = ask(
+        client,
+        "Make up a person.",
+        max_tokens=100,
+        temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}},
+    )
     parsed = json.loads(person.choices[0].message.content)
     assert set(parsed) == {"name", "age"} and isinstance(parsed["age"], int)
 
@@ -167,9 +206,17 @@ def test_a_load_of_32_completes_with_the_slots_holding(llamacpp: LiveServer):
     watcher.start()
     try:
         with ThreadPoolExecutor(32) as pool:
-            answers = list(pool.map(lambda i: ask(client, f"Question {i}: what is {i} plus {i}?", max_tokens=12,
-                                                  extra_body={"priority": ["low", "medium", "high"][i % 3]}),
-                                    range(32)))
+            answers = list(
+                pool.map(
+                    lambda i: ask(
+                        client,
+                        f"Question {i}: what is {i} plus {i}?",
+                        max_tokens=12,
+                        extra_body={"priority": ["low", "medium", "high"][i % 3]},
+                    ),
+                    range(32),
+                )
+            )
     finally:  # a failed request must not leave the watcher keeping pytest from exiting
         stop.set()
         watcher.join()
@@ -183,8 +230,13 @@ def test_priorities_reach_the_dispatch_order(llamacpp: LiveServer):
     started: dict[str, float] = {}
 
     def run(tag: str, priority: str, tokens: int) -> None:
-        stream = ask(client, f"Tell a story ({tag}).", max_tokens=tokens, stream=True,
-                     extra_body={"priority": priority, "ignore_eos": True})
+        stream = ask(
+            client,
+            f"Tell a story ({tag}).",
+            max_tokens=tokens,
+            stream=True,
+            extra_body={"priority": priority, "ignore_eos": True},
+        )
         for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 started.setdefault(tag, time.monotonic())

@@ -22,8 +22,12 @@ def gateway(*upstreams: FakeUpstream, extra: tuple[str, ...] = ()):
 
 
 def ask(live: LiveServer, text: str = "hello", **headers: str) -> httpx.Response:
-    return httpx.post(live.url + "/v1/chat/completions", timeout=30, headers=headers,
-                      json={"model": "fake-model", "messages": [{"role": "user", "content": text}], "max_tokens": 5})
+    return httpx.post(
+        live.url + "/v1/chat/completions",
+        timeout=30,
+        headers=headers,
+        json={"model": "fake-model", "messages": [{"role": "user", "content": text}], "max_tokens": 5},
+    )
 
 
 def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -73,11 +77,16 @@ def test_no_upstream_left_is_a_clean_error() -> None:
 
 def test_a_client_that_leaves_closes_the_upstream_stream() -> None:
     with running(FakeUpstream("a", tokens=200, token_delay_s=0.05)) as (a,), gateway(a) as live:
-        body = {"model": "fake-model", "messages": [{"role": "user", "content": "long"}], "max_tokens": 200,
-                "stream": True, "request_id": "leaver"}
+        body = {
+            "model": "fake-model",
+            "messages": [{"role": "user", "content": "long"}],
+            "max_tokens": 200,
+            "stream": True,
+            "request_id": "leaver",
+        }
         with httpx.stream("POST", live.url + "/v1/chat/completions", json=body, timeout=30) as response:
             for line in response.iter_lines():
-                if 'a1 ' in line:
+                if "a1 " in line:
                     break
         eventually(lambda: a.disconnected == ["leaver"])
         eventually(lambda: live.services.scheduler.admission.running == 0)
@@ -89,13 +98,17 @@ def test_a_gateway_in_front_of_our_own_server_on_the_simulator() -> None:
         with live_server(*FAST_WATCH, *extra) as live:
             client = live.client()
             assert client.models.list().data[0].id == "sim"
-            whole = client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "hi"}],
-                                                   max_tokens=12, seed=1)
+            whole = client.chat.completions.create(
+                model="sim", messages=[{"role": "user", "content": "hi"}], max_tokens=12, seed=1
+            )
             assert whole.usage.completion_tokens == 12 and len(whole.choices[0].message.content.split()) == 12
-            streamed = client.chat.completions.create(model="sim", messages=[{"role": "user", "content": "hi"}],
-                                                      max_tokens=12, seed=1, stream=True)
-            assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
-                whole.choices[0].message.content
+            streamed = client.chat.completions.create(
+                model="sim", messages=[{"role": "user", "content": "hi"}], max_tokens=12, seed=1, stream=True
+            )
+            assert (
+                "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+                == whole.choices[0].message.content
+            )
             long = [{"role": "system", "content": "be brief " * 40}, {"role": "user", "content": "hi there"}]
             direct = upstream.client().chat.completions.create(model="sim", messages=long, max_tokens=2)
             through = client.chat.completions.create(model="sim", messages=long, max_tokens=2)
@@ -109,12 +122,16 @@ def test_prompt_tokens_are_estimated_where_no_upstream_tokenizes() -> None:
         assert ask(live, text).status_code == 200 and not live.services.engine.pool.upstreams[0].tokenizes
 
 
-@pytest.mark.parametrize("value, urls", [
-    ("[http://a:8000/v1,http://b:8000/v1]", ["http://a:8000/v1", "http://b:8000/v1"]),
-    ("[{url: http://a:8000/v1, api_key: k, weight: 2}]", ["http://a:8000/v1"]),
-])
+@pytest.mark.parametrize(
+    "value, urls",
+    [
+        ("[http://a:8000/v1,http://b:8000/v1]", ["http://a:8000/v1", "http://b:8000/v1"]),
+        ("[{url: http://a:8000/v1, api_key: k, weight: 2}]", ["http://a:8000/v1"]),
+    ],
+)
 def test_upstreams_from_the_command_line(value: str, urls: list[str]) -> None:
     from settings import load_config
+
     config = load_config(None, overrides=[f"engine.openai.upstreams={value}"])
     assert [u.url for u in config.engine.openai.upstreams] == urls
 

@@ -25,8 +25,11 @@ def chunked(*pieces: bytes) -> bytes:
 
 
 TOKENS = [sse({"choices": [{"index": 0, "delta": {"content": t}, "finish_reason": None}]}) for t in ("a", "b", "c")]
-END = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}) + sse(
-    {"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}}}) + b"data: [DONE]\n\n"
+END = (
+    sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+    + sse({"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}}})
+    + b"data: [DONE]\n\n"
+)
 STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
@@ -68,7 +71,7 @@ async def whole_stream(writer: asyncio.StreamWriter) -> AsyncIterator[None]:
     writer.write(STREAM_HEAD)
     body = chunked(*TOKENS, END)
     for i in range(0, len(body), 7):  # split anywhere: mid chunk header, mid event
-        writer.write(body[i:i + 7])
+        writer.write(body[i : i + 7])
         yield
 
 
@@ -168,12 +171,15 @@ async def test_body_deltas_without_usage_end_with_the_finish_reason():
     assert [(d.text, d.finish_reason) for d in deltas] == [("a", None), ("", "stop")]
 
 
-
 async def test_the_stop_string_an_upstream_names_ends_on_the_last_delta():
     """vLLM's `stop_reason` and SGLang's `matched_stop` when a string; a token id is not a stop string."""
     usage = sse({"choices": [], "usage": {"completion_tokens": 2}})
-    for choice, named in (({"stop_reason": "END"}, "END"), ({"stop_reason": None, "matched_stop": "END"}, "END"),
-                          ({"stop_reason": 128001}, None), ({}, None)):
+    for choice, named in (
+        ({"stop_reason": "END"}, "END"),
+        ({"stop_reason": None, "matched_stop": "END"}, "END"),
+        ({"stop_reason": 128001}, None),
+        ({}, None),
+    ):
         last = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", **choice}]})
         deltas = [d async for d in sse_body_deltas(body(TOKENS[0], last, usage))]
         assert deltas[-1].finish_reason == "stop" and deltas[-1].stop_sequence == named, choice

@@ -52,9 +52,12 @@ def test_a_prefix_keeps_its_upstream_unless_it_is_much_busier():
 
 def test_vllm_metrics_are_read_and_summed_over_models():
     upstream = Upstream("http://u:8000/v1")
-    read_vllm_metrics(upstream, '# HELP x\nvllm:num_requests_running{model_name="a"} 3.0\n'
-                                'vllm:num_requests_running{model_name="b"} 2.0\nvllm:num_requests_waiting{model_name="a"} 7\n'
-                                'vllm:kv_cache_usage_perc{model_name="a"} 0.25\nvllm:other 9\n')
+    read_vllm_metrics(
+        upstream,
+        '# HELP x\nvllm:num_requests_running{model_name="a"} 3.0\n'
+        'vllm:num_requests_running{model_name="b"} 2.0\nvllm:num_requests_waiting{model_name="a"} 7\n'
+        'vllm:kv_cache_usage_perc{model_name="a"} 0.25\nvllm:other 9\n',
+    )
     assert (upstream.running, upstream.waiting, upstream.kv_usage) == (5.0, 7.0, 0.25)
     assert upstream.root == "http://u:8000"
 

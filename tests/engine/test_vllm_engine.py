@@ -73,4 +73,3 @@ def test_model_paths_and_bundled_names(tmp_path):
     done.mkdir()
     (done / ".converted").write_text("x")
     assert resolve_model("bundled:smollm2-135m-instruct", tmp_path) == str(done)  # no second conversion
-

@@ -14,9 +14,16 @@ pytestmark = pytest.mark.vllm
 def test_parallelism_reaches_vllms_own_engine_arguments(vllm_installed):
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    cfg = load_config("config.yaml", preset="gpt-oss-20b", overrides=[
-        "engine.vllm.model=openai/gpt-oss-120b", "engine.vllm.tensor_parallel_size=4",
-        "engine.vllm.pipeline_parallel_size=2", "engine.vllm.distributed_executor_backend=ray"]).engine.vllm
+    cfg = load_config(
+        "config.yaml",
+        preset="gpt-oss-20b",
+        overrides=[
+            "engine.vllm.model=openai/gpt-oss-120b",
+            "engine.vllm.tensor_parallel_size=4",
+            "engine.vllm.pipeline_parallel_size=2",
+            "engine.vllm.distributed_executor_backend=ray",
+        ],
+    ).engine.vllm
     args = AsyncEngineArgs(**engine_arguments(cfg, cfg.model, AsyncEngineArgs))
     assert (args.tensor_parallel_size, args.pipeline_parallel_size) == (4, 2)
     assert args.distributed_executor_backend == "ray" and args.model == "openai/gpt-oss-120b"

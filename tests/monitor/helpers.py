@@ -56,8 +56,9 @@ class Scrape:
         self.content_type = response.headers["content-type"]
         self.text = response.text
         self.families = {f.name: f for f in text_string_to_metric_families(self.text)}
-        self.samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                        for f in self.families.values() for s in f.samples}
+        self.samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value for f in self.families.values() for s in f.samples
+        }
 
     def value(self, name: str, **labels: str) -> float | None:
         return self.samples.get((name, tuple(sorted(labels.items()))))

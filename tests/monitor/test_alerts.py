@@ -80,8 +80,17 @@ async def test_notifier_posts_one_fire_then_one_recover():
     with receiver() as hook:
         notifier = _notifier(hook.url, samples, clock)
         async with httpx.AsyncClient(timeout=5) as client:
-            for t, sample in [(0, (1.0, 0)), (10, (8.0, 3)), (40, (9.0, 5)), (69, (9.5, 6)), (70, (9.0, 6)),
-                              (80, (12.0, 8)), (90, (6.0, 2)), (100, (2.0, 0)), (110, (0.5, 0))]:
+            for t, sample in [
+                (0, (1.0, 0)),
+                (10, (8.0, 3)),
+                (40, (9.0, 5)),
+                (69, (9.5, 6)),
+                (70, (9.0, 6)),
+                (80, (12.0, 8)),
+                (90, (6.0, 2)),
+                (100, (2.0, 0)),
+                (110, (0.5, 0)),
+            ]:
                 clock.now = float(t)
                 samples.append(sample)
                 await notifier.check(client)
@@ -120,8 +129,14 @@ async def test_a_failing_webhook_logs_a_warning_and_raises_nothing(broken, alert
 
 def test_queue_wait_alerts_end_to_end():
     with receiver() as hook:
-        with live_server(*SLOW, f"alerts.webhook_url={hook.url}", "alerts.wait_s=0.1", "alerts.for_s=0.2",
-                         "alerts.check_interval_s=0.05", "scheduler.pressure.interval_s=0.5") as live:
+        with live_server(
+            *SLOW,
+            f"alerts.webhook_url={hook.url}",
+            "alerts.wait_s=0.1",
+            "alerts.for_s=0.2",
+            "alerts.check_interval_s=0.05",
+            "scheduler.pressure.interval_s=0.5",
+        ) as live:
             blocker = in_thread(chat, live.url, max_tokens=100)
             live.wait_for(lambda s: s["running"] == 1)
             waiters = [in_thread(chat, live.url, max_tokens=3) for _ in range(2)]

@@ -32,8 +32,10 @@ def test_masks_query_tokens_bearer_values_and_configured_keys():
     rec = filtered("GET %s %d", "/v1/chat/completions?mode=batch&token=abc-123&x=1", 200)
     assert rec.getMessage() == "GET /v1/chat/completions?mode=batch&token=***&x=1 200"
     assert filtered("url=%s", "/x?api_key=k1").getMessage() == "url=/x?api_key=***"
-    assert filtered("headers: Authorization: %s", "Bearer sk-live-987").getMessage() == \
-        "headers: Authorization: Bearer ***"
+    assert (
+        filtered("headers: Authorization: %s", "Bearer sk-live-987").getMessage()
+        == "headers: Authorization: Bearer ***"
+    )
     assert filtered("caller %s used %d tokens", SECRET, 12).getMessage() == "caller *** used 12 tokens"
     assert filtered(f"plain message with {SECRET} inside").getMessage() == "plain message with *** inside"
     # a secret split between the template and an argument is still masked
@@ -49,8 +51,15 @@ def test_longer_keys_are_masked_before_their_prefixes():
 
 
 def test_a_masked_access_record_still_formats_with_uvicorns_access_formatter():
-    rec = record('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5555", "POST", f"/v1/chat/completions?token={SECRET}",
-                 "1.1", 200, name="uvicorn.access")
+    rec = record(
+        '%s - "%s %s HTTP/%s" %d',
+        "127.0.0.1:5555",
+        "POST",
+        f"/v1/chat/completions?token={SECRET}",
+        "1.1",
+        200,
+        name="uvicorn.access",
+    )
     SecretFilter([SECRET]).filter(rec)
     line = AccessFormatter(ACCESS_FORMAT, use_colors=False).format(rec)
     assert line == 'INFO 127.0.0.1:5555 - "POST /v1/chat/completions?token=*** HTTP/1.1" 200 OK'
@@ -105,15 +114,29 @@ def test_livez(make_server):
 def test_a_real_server_never_writes_the_priority_key(tmp_path):
     log_file = tmp_path / "x.log"
     port = free_port()
-    proc = start("--engine", "sim", "--port", str(port), "--set", f"logging.file={log_file}",
-                 "--set", "monitor.gpu=false", "--set", "cache.enabled=false",
-                 "--set", f"scheduler.priority_keys=[{SECRET}]")
+    proc = start(
+        "--engine",
+        "sim",
+        "--port",
+        str(port),
+        "--set",
+        f"logging.file={log_file}",
+        "--set",
+        "monitor.gpu=false",
+        "--set",
+        "cache.enabled=false",
+        "--set",
+        f"scheduler.priority_keys=[{SECRET}]",
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
-        response = httpx.post(f"{url}/v1/chat/completions?token={SECRET}",
-                              json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
-                              headers={"Authorization": f"Bearer {SECRET}"}, timeout=30)
+        response = httpx.post(
+            f"{url}/v1/chat/completions?token={SECRET}",
+            json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+            headers={"Authorization": f"Bearer {SECRET}"},
+            timeout=30,
+        )
         assert response.status_code == 200 and response.headers["x-priority"] == "high"
         assert chat(url, max_tokens=2, headers={"Authorization": f"Bearer {SECRET}"}).status_code == 200
         assert httpx.get(f"{url}/livez?token={SECRET}", timeout=10).json() == {"status": "alive"}
@@ -132,8 +155,20 @@ def test_a_named_key_from_a_key_file_is_logged_by_its_name_only(tmp_path):
     secret, log_file, port = "sk-named-5ecret-77", tmp_path / "x.log", free_port()
     key_file = tmp_path / "keys.yaml"
     key_file.write_text(f"- {{name: alice, key: {secret}, class: high}}\n")
-    proc = start("--engine", "sim", "--port", str(port), "--set", f"logging.file={log_file}",
-                 "--set", "monitor.gpu=false", "--set", "cache.enabled=false", "--set", f"server.key_file={key_file}")
+    proc = start(
+        "--engine",
+        "sim",
+        "--port",
+        str(port),
+        "--set",
+        f"logging.file={log_file}",
+        "--set",
+        "monitor.gpu=false",
+        "--set",
+        "cache.enabled=false",
+        "--set",
+        f"server.key_file={key_file}",
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)

@@ -28,8 +28,11 @@ def test_counters_histograms_and_tokens_follow_the_requests(make_server):
         waits = after.get("gptoss_queue_wait_seconds_sum", priority=cls)
         ttft = after.get("gptoss_time_to_first_token_seconds_sum", priority=cls)
         duration = after.get("gptoss_request_duration_seconds_sum", priority=cls)
-        for name in ("gptoss_queue_wait_seconds", "gptoss_time_to_first_token_seconds",
-                     "gptoss_request_duration_seconds"):
+        for name in (
+            "gptoss_queue_wait_seconds",
+            "gptoss_time_to_first_token_seconds",
+            "gptoss_request_duration_seconds",
+        ):
             assert after.get(f"{name}_count", priority=cls) == len(sizes), name
             assert after.get(f"{name}_bucket", priority=cls, le="+Inf") == len(sizes), name
         # each request waits, then gets its first token, then its last; nothing here takes seconds
@@ -54,8 +57,9 @@ def test_queue_full_rejection_is_counted(make_server):
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "queue_full"
     scrape = Scrape(live.url)
     assert scrape.get("gptoss_requests_rejected_total", priority="low", reason="queue_full") == 1
-    assert not [s for s in scrape.families["gptoss_requests_accepted_then_failed"].samples
-                if s.name.endswith("_total")]  # refused at the door is not accepted
+    assert not [
+        s for s in scrape.families["gptoss_requests_accepted_then_failed"].samples if s.name.endswith("_total")
+    ]  # refused at the door is not accepted
     assert scrape.get("gptoss_requests_admitted_total", priority="low") == 0
     assert joined(blocker).status_code == 200 and joined(queued).status_code == 200
     scrape = Scrape(live.url)
@@ -89,8 +93,9 @@ def test_disconnects_are_counted_by_stage(make_server):
         joined(running)
     live.wait_for(lambda s: s["running"] == 0)
     payload = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2000, "stream": True}
-    with httpx.stream("POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "high"},
-                      timeout=30) as response:
+    with httpx.stream(
+        "POST", live.url + "/v1/chat/completions", json=payload, headers={"X-Priority": "high"}, timeout=30
+    ) as response:
         data = (line for line in response.iter_lines() if line.startswith("data:"))
         next(data), next(data)  # the role chunk, then the first token: leave mid-generation
     scrape = poll_metrics(live.url, lambda m: m.get("gptoss_requests_running") == 0)
@@ -109,8 +114,13 @@ def test_live_gauges_while_requests_wait(make_server):
     blocker = in_thread(chat, live.url, max_tokens=100)
     live.wait_for(lambda s: s["running"] == 1)
     waiters = [in_thread(chat, live.url, headers={"X-Priority": cls}) for cls in ("low", "high", "low")]
-    scrape = poll_metrics(live.url, lambda m: m.get("gptoss_requests_waiting", priority="low") == 2
-                          and m.get("gptoss_requests_waiting", priority="high") == 1)
+    scrape = poll_metrics(
+        live.url,
+        lambda m: (
+            m.get("gptoss_requests_waiting", priority="low") == 2
+            and m.get("gptoss_requests_waiting", priority="high") == 1
+        ),
+    )
     assert scrape.get("gptoss_requests_waiting", priority="medium") == 0
     assert scrape.get("gptoss_requests_running") == 1
     assert scrape.get("gptoss_token_budget_in_use") > 0
@@ -150,14 +160,22 @@ def test_names_follow_prometheus_conventions(make_server, tmp_path):
     scrape = Scrape(live.url)
     assert scrape.content_type.startswith("text/plain; version=0.0.4")
     expected = {
-        "gptoss_requests_admitted": "counter", "gptoss_requests_rejected": "counter",
-        "gptoss_requests_timed_out": "counter", "gptoss_requests_disconnected": "counter",
-        "gptoss_requests_failed": "counter", "gptoss_generated_tokens": "counter",
-        "gptoss_cache_hits": "counter", "gptoss_cache_misses": "counter",
-        "gptoss_queue_wait_seconds": "histogram", "gptoss_time_to_first_token_seconds": "histogram",
+        "gptoss_requests_admitted": "counter",
+        "gptoss_requests_rejected": "counter",
+        "gptoss_requests_timed_out": "counter",
+        "gptoss_requests_disconnected": "counter",
+        "gptoss_requests_failed": "counter",
+        "gptoss_generated_tokens": "counter",
+        "gptoss_cache_hits": "counter",
+        "gptoss_cache_misses": "counter",
+        "gptoss_queue_wait_seconds": "histogram",
+        "gptoss_time_to_first_token_seconds": "histogram",
         "gptoss_request_duration_seconds": "histogram",
-        "gptoss_requests_waiting": "gauge", "gptoss_requests_running": "gauge", "gptoss_emergency_mode": "gauge",
-        "gptoss_admission_paused": "gauge", "gptoss_token_budget_in_use": "gauge",
+        "gptoss_requests_waiting": "gauge",
+        "gptoss_requests_running": "gauge",
+        "gptoss_emergency_mode": "gauge",
+        "gptoss_admission_paused": "gauge",
+        "gptoss_token_budget_in_use": "gauge",
         "gptoss_engine_kv_cache_usage_ratio": "gauge",
     }
     types = {name: family.type for name, family in scrape.families.items()}

@@ -22,7 +22,7 @@ ZONE = Tool("get_time", "", {"type": "object", "properties": {"zone": {"type": "
 
 def read(use: ToolUse, text: str, finish: str = "stop") -> Delta:
     reader = ForcedCallReader(use)
-    pieces = [text[i:i + 3] for i in range(0, len(text), 3)]
+    pieces = [text[i : i + 3] for i in range(0, len(text), 3)]
     for piece in pieces[:-1]:
         assert reader.feed(Delta(piece, 1)).text == ""  # held until the answer ends
     return reader.feed(Delta(pieces[-1], 1, finish))
@@ -40,26 +40,43 @@ def test_the_required_schema_admits_exactly_calls_to_the_tools():
 
 def test_the_reader_turns_forced_json_into_calls():
     named = read(ToolUse((CITY, ZONE), "get_time"), '{"zone": "UTC"}')
-    assert [(c.index, c.name, c.arguments) for c in named.tool_calls] == [(0, "get_time", ""), (0, None, '{"zone": "UTC"}')]
-    both = read(ToolUse((CITY, ZONE), "required"), json.dumps([{"name": "get_weather", "arguments": {"city": "Oslo"}},
-                                                               {"name": "get_time", "arguments": {"zone": "CET"}}]))
+    assert [(c.index, c.name, c.arguments) for c in named.tool_calls] == [
+        (0, "get_time", ""),
+        (0, None, '{"zone": "UTC"}'),
+    ]
+    both = read(
+        ToolUse((CITY, ZONE), "required"),
+        json.dumps(
+            [{"name": "get_weather", "arguments": {"city": "Oslo"}}, {"name": "get_time", "arguments": {"zone": "CET"}}]
+        ),
+    )
     assert [c.name for c in both.tool_calls if c.name] == ["get_weather", "get_time"] and both.text == ""
     assert [c.index for c in both.tool_calls] == [0, 0, 1, 1]
 
 
 def test_json_that_is_not_the_calls_goes_back_as_text_with_an_error():
-    for use, text in ((ToolUse((CITY,), "required"), '[{"name": "get_weather", "argum'),
-                      (ToolUse((CITY,), "required"), '[{"name": "other", "arguments": {}}]'),
-                      (ToolUse((CITY,), "get_weather"), '[1, 2]')):
+    for use, text in (
+        (ToolUse((CITY,), "required"), '[{"name": "get_weather", "argum'),
+        (ToolUse((CITY,), "required"), '[{"name": "other", "arguments": {}}]'),
+        (ToolUse((CITY,), "get_weather"), "[1, 2]"),
+    ):
         out = read(use, text, "length")
         assert out.text == text and out.tool_call_errors == 1 and not out.tool_calls
 
 
 def test_the_answer_assembles_calls_and_finishes_with_tool_calls():
     answer = Answer()
-    events = answer.add(Delta("Let me look.", 2)) + answer.add(Delta("", 3, tool_calls=(
-        ToolCallDelta(0, "call_a", "get_weather", ""), ToolCallDelta(0, arguments='{"city"'),
-        ToolCallDelta(0, arguments=': "Oslo"}'))))
+    events = answer.add(Delta("Let me look.", 2)) + answer.add(
+        Delta(
+            "",
+            3,
+            tool_calls=(
+                ToolCallDelta(0, "call_a", "get_weather", ""),
+                ToolCallDelta(0, arguments='{"city"'),
+                ToolCallDelta(0, arguments=': "Oslo"}'),
+            ),
+        )
+    )
     assert events[0] == TextDelta("Let me look.", None) and isinstance(events[1], ToolCallPiece)
     assert [(c.id, c.name, c.arguments) for c in answer.tool_calls] == [("call_a", "get_weather", '{"city": "Oslo"}')]
     assert answer.finish_reason("stop") == "tool_calls" and answer.finish_reason("length") == "length"
@@ -85,9 +102,17 @@ def test_tools_and_formats_change_the_cache_key_and_plain_requests_keep_theirs()
     path = CachePath(cache=object(), config=CacheConfig(mode="all"))  # the key is planned before any store is used
     base = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 0}
     tool = {"type": "function", "function": {"name": "get_weather", "parameters": CITY.parameters}}
-    keys = [path.plan("m", ChatCompletionRequest.model_validate({**base, **extra}), "").key.digest for extra in (
-        {}, {"tools": [tool]}, {"tools": [tool], "tool_choice": "required"},
-        {"response_format": {"type": "json_object"}}, {"presence_penalty": 1.0}, {"metadata": {"a": "b"}})]
+    keys = [
+        path.plan("m", ChatCompletionRequest.model_validate({**base, **extra}), "").key.digest
+        for extra in (
+            {},
+            {"tools": [tool]},
+            {"tools": [tool], "tool_choice": "required"},
+            {"response_format": {"type": "json_object"}},
+            {"presence_penalty": 1.0},
+            {"metadata": {"a": "b"}},
+        )
+    ]
     assert len(set(keys[:5])) == 5 and keys[5] == keys[0]  # bookkeeping fields do not change the answer
     plain = make_key(KeyedRequest("m", (("user", "hi"),), None, 0.0, None, (), None, None), CacheConfig(mode="all"))
     assert keys[0] == plain.digest

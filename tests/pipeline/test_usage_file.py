@@ -61,51 +61,84 @@ async def test_a_restart_reads_back_the_week_the_days_tokens_and_the_last_minute
     assert limiter.day_tokens("alice") == 550  # today's, not yesterday's
     from pipeline.caller import Caller
     from settings.schema import Limits
+
     alice = Caller("alice", limits=Limits(rpm=4))
     assert limiter.headers(alice)["x-ratelimit-remaining-requests"] == "1"  # the last minute's 3 still count
     await again.close()
 
 
 def test_buckets_in_openais_shape_grouped_by_key_and_paged() -> None:
-    rows = [(600, 60, "alice", UsageTotals(requests=2, prompt_tokens=10, completion_tokens=5)),
-            (660, 60, "bob", UsageTotals(requests=1, prompt_tokens=1, completion_tokens=1)),
-            (3600, 3600, "alice", UsageTotals(requests=1, prompt_tokens=7))]
+    rows = [
+        (600, 60, "alice", UsageTotals(requests=2, prompt_tokens=10, completion_tokens=5)),
+        (660, 60, "bob", UsageTotals(requests=1, prompt_tokens=1, completion_tokens=1)),
+        (3600, 3600, "alice", UsageTotals(requests=1, prompt_tokens=7)),
+    ]
     first = page(rows, 0, 7200, "1h", 1, ("api_key_id",), "m")
     [bucket] = first.buckets
     assert (bucket["start_time"], bucket["end_time"], first.next_start) == (0, 3600, 3600)
     assert [(r["api_key_id"], r["input_tokens"], r["num_model_requests"]) for r in bucket["results"]] == [
-        ("alice", 10, 2), ("bob", 1, 1)]
+        ("alice", 10, 2),
+        ("bob", 1, 1),
+    ]
     last = page(rows, 3600, 7200, "1h", 1, ("model",), "m")
     assert last.next_start is None and last.buckets[0]["results"][0]["model"] == "m"
 
 
 def test_the_usage_api_answers_admins_in_openais_shape(tmp_path) -> None:
-    keys = ("server.keys=[{name: boss, key: sk-boss-00001, admin: true}, {name: alice, key: sk-alice-0001}]")
+    keys = "server.keys=[{name: boss, key: sk-boss-00001, admin: true}, {name: alice, key: sk-alice-0001}]"
     with live_server(keys, f"usage.path={tmp_path / 'u.sqlite3'}") as live:
         alice = live.client(api_key="sk-alice-0001")
         for _ in range(2):
             alice.chat.completions.create(model="sim", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
         url, start = f"{live.url}/v1/organization/usage/completions", int(time.time()) - 120
-        got = httpx.get(url, params={"start_time": start, "bucket_width": "1m", "group_by": "api_key_id"},
-                        headers={"Authorization": "Bearer sk-boss-00001"})
+        got = httpx.get(
+            url,
+            params={"start_time": start, "bucket_width": "1m", "group_by": "api_key_id"},
+            headers={"Authorization": "Bearer sk-boss-00001"},
+        )
         assert got.status_code == 200, got.text
         results = [r for b in got.json()["data"] for r in b["results"]]
         assert [(r["api_key_id"], r["num_model_requests"], r["output_tokens"]) for r in results] == [("alice", 2, 8)]
         assert got.json()["object"] == "page" and all(b["object"] == "bucket" for b in got.json()["data"])
         denied = httpx.get(url, params={"start_time": start}, headers={"Authorization": "Bearer sk-alice-0001"})
         assert denied.status_code == 403
-        bad = httpx.get(url, params={"start_time": start, "group_by": "project_id"},
-                        headers={"Authorization": "Bearer sk-boss-00001"})
+        bad = httpx.get(
+            url,
+            params={"start_time": start, "group_by": "project_id"},
+            headers={"Authorization": "Bearer sk-boss-00001"},
+        )
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "group_by"
 
 
 def test_kill_9_keeps_usage_and_the_daily_quota(tmp_path) -> None:
     port = free_port()
     keys = "server.keys=[{name: alice, key: sk-alice-0001, daily_tokens: 200}]"
-    args = [sys.executable, "app.py", "--port", str(port), "--set", "engine.backend=sim", "--set", "server.ui=false",
-            "--set", "cache.enabled=false", "--set", "logging.file=", "--set", "monitor.gpu=false",
-            "--set", f"usage.path={tmp_path / 'u.sqlite3'}", "--set", f"responses.path={tmp_path / 'r.sqlite3'}",
-            "--set", f"batches.path={tmp_path / 'b.sqlite3'}", "--set", keys, "--set", "engine.sim.natural_stop=false"]
+    args = [
+        sys.executable,
+        "app.py",
+        "--port",
+        str(port),
+        "--set",
+        "engine.backend=sim",
+        "--set",
+        "server.ui=false",
+        "--set",
+        "cache.enabled=false",
+        "--set",
+        "logging.file=",
+        "--set",
+        "monitor.gpu=false",
+        "--set",
+        f"usage.path={tmp_path / 'u.sqlite3'}",
+        "--set",
+        f"responses.path={tmp_path / 'r.sqlite3'}",
+        "--set",
+        f"batches.path={tmp_path / 'b.sqlite3'}",
+        "--set",
+        keys,
+        "--set",
+        "engine.sim.natural_stop=false",
+    ]
     url, auth = f"http://127.0.0.1:{port}", {"Authorization": "Bearer sk-alice-0001"}
     body = {"model": "sim", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 40}
     proc = start_app(args, url)

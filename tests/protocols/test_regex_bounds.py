@@ -14,8 +14,10 @@ def test_a_repeat_of_nothing_but_an_unbounded_repeat_is_refused(pattern: str) ->
     assert "exponential" in (pattern_problem(pattern) or "")
 
 
-@pytest.mark.parametrize("pattern", ["^[A-Z][a-z]+( [A-Z][a-z]+)*$", "((ab)+c)+", "(\\d{3}-)+", "^(a|b)+$",
-                                     "^\\d{3}-\\d{4}$", "(?=a+)b", "x{2,1000}"])
+@pytest.mark.parametrize(
+    "pattern",
+    ["^[A-Z][a-z]+( [A-Z][a-z]+)*$", "((ab)+c)+", "(\\d{3}-)+", "^(a|b)+$", "^\\d{3}-\\d{4}$", "(?=a+)b", "x{2,1000}"],
+)
 def test_nestings_that_are_not_ambiguous_pass(pattern: str) -> None:
     assert pattern_problem(pattern) is None
 
@@ -30,20 +32,34 @@ def test_huge_counts_long_patterns_and_non_patterns_are_refused() -> None:
 
 
 def test_every_pattern_of_a_schema_is_found_at_any_depth() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^x$"},
-                                               "pattern": {"type": "array", "items": {"pattern": "^y$"}}},
-              "patternProperties": {"^z": {"type": "string"}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "pattern": "^x$"},
+            "pattern": {"type": "array", "items": {"pattern": "^y$"}},
+        },
+        "patternProperties": {"^z": {"type": "string"}},
+    }
     assert sorted(schema_patterns(schema)) == ["^x$", "^y$", "^z"]
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"tools": [{"name": "f", "input_schema": {"type": "object", "properties": {"s": {"pattern": "(a+)+"}}}}]},
-     "tools[0].input_schema"),
-    ({"output_config": {"format": {"type": "json_schema", "schema": {"type": "string", "pattern": "(a+)+"}}}},
-     "output_config.format.schema"),
-    ({"text": {"format": {"type": "json_schema", "schema": {"$defs": {"x": {"pattern": "a{2000}"}}}}}},
-     "text.format.schema"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        (
+            {"tools": [{"name": "f", "input_schema": {"type": "object", "properties": {"s": {"pattern": "(a+)+"}}}}]},
+            "tools[0].input_schema",
+        ),
+        (
+            {"output_config": {"format": {"type": "json_schema", "schema": {"type": "string", "pattern": "(a+)+"}}}},
+            "output_config.format.schema",
+        ),
+        (
+            {"text": {"format": {"type": "json_schema", "schema": {"$defs": {"x": {"pattern": "a{2000}"}}}}}},
+            "text.format.schema",
+        ),
+    ],
+)
 def test_every_wire_formats_schemas_are_read_for_patterns(body: dict, param: str) -> None:
     with pytest.raises(BoundError) as refused:
         JsonBounds().check(body)

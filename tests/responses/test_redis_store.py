@@ -16,13 +16,21 @@ KEYS = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-
 
 
 def post(url: str, key: str, **body) -> httpx.Response:
-    return httpx.post(url + "/v1/responses", json={"model": "sim", "max_output_tokens": 20, **body},
-                      headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.post(
+        url + "/v1/responses",
+        json={"model": "sim", "max_output_tokens": 20, **body},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=30,
+    )
 
 
 def test_a_chain_started_on_one_gateway_continues_on_the_other(redis_url: str, tmp_path) -> None:
-    settings = (KEYS, "responses.backend=redis", f"state.redis_url={redis_url}",
-                f"responses.path={tmp_path / 'r.sqlite3'}")  # the seal's key file, shared by both
+    settings = (
+        KEYS,
+        "responses.backend=redis",
+        f"state.redis_url={redis_url}",
+        f"responses.path={tmp_path / 'r.sqlite3'}",
+    )  # the seal's key file, shared by both
     with live_server(*settings) as a, live_server(*settings) as b:
         first = post(a.url, "sk-alice-0001", input="Start here").json()
         alice = {"Authorization": "Bearer sk-alice-0001"}

@@ -20,8 +20,14 @@ from tests.app_process import free_port, start_app
 
 
 def stored(rid: str, caller: str = "alice", created: float = 0.0, previous: str | None = None) -> StoredResponse:
-    return StoredResponse(rid, caller, created, previous, {"id": rid, "output": [{"type": "message", "id": f"m-{rid}"}]},
-                          [{"type": "message", "role": "user", "content": rid}])
+    return StoredResponse(
+        rid,
+        caller,
+        created,
+        previous,
+        {"id": rid, "output": [{"type": "message", "id": f"m-{rid}"}]},
+        [{"type": "message", "role": "user", "content": rid}],
+    )
 
 
 async def opened(path: Path, clock, **bounds) -> ResponseStore:
@@ -77,9 +83,26 @@ def test_kill_9_during_a_burst_loses_no_completed_response(tmp_path):
     is there after a restart."""
     path = tmp_path / "r.sqlite3"
     port = free_port()
-    args = [sys.executable, "app.py", "--port", str(port), "--set", "engine.backend=sim", "--set", "server.ui=false",
-            "--set", "engine.sim.token_latency_ms=2", "--set", "cache.enabled=false", "--set", "logging.file=",
-            "--set", "monitor.gpu=false", "--set", f"responses.path={path}"]
+    args = [
+        sys.executable,
+        "app.py",
+        "--port",
+        str(port),
+        "--set",
+        "engine.backend=sim",
+        "--set",
+        "server.ui=false",
+        "--set",
+        "engine.sim.token_latency_ms=2",
+        "--set",
+        "cache.enabled=false",
+        "--set",
+        "logging.file=",
+        "--set",
+        "monitor.gpu=false",
+        "--set",
+        f"responses.path={path}",
+    ]
     url = f"http://127.0.0.1:{port}"
     proc = start_app(args, url)
     try:

@@ -12,9 +12,16 @@ _ids = itertools.count()
 WEIGHTS = {PriorityClass.HIGH: 10.0, PriorityClass.MEDIUM: 5.0, PriorityClass.LOW: 1.0}
 
 
-def make_request(cls: PriorityClass = PriorityClass.MEDIUM, arrival: float = 0.0, score: float | None = None,
-                 prompt_tokens: int = 10, max_tokens: int = 10, request_id: str | None = None,
-                 caller: str = "anonymous", **extra) -> Request:
+def make_request(
+    cls: PriorityClass = PriorityClass.MEDIUM,
+    arrival: float = 0.0,
+    score: float | None = None,
+    prompt_tokens: int = 10,
+    max_tokens: int = 10,
+    request_id: str | None = None,
+    caller: str = "anonymous",
+    **extra,
+) -> Request:
     return Request(
         request_id=request_id or f"r{next(_ids)}",
         caller=caller,

@@ -22,11 +22,14 @@ def test_the_line_recovers_tpot_alone_and_the_cost_of_each_sequence() -> None:
     assert alone == pytest.approx(0.02) and slope == pytest.approx(0.005)
 
 
-@pytest.mark.parametrize("alone, slope, running, extra", [
-    (0.02, 0.005, 4, 0),  # a CPU: each sequence costs a quarter of TPOT alone; 10 % buys none
-    (0.02, 0.001, 4, 2),  # 0.1 x 0.024 / 0.001
-    (0.03, 0.0005, 20, 8),  # a GPU: decode is memory-bound, a sequence costs almost nothing
-])
+@pytest.mark.parametrize(
+    "alone, slope, running, extra",
+    [
+        (0.02, 0.005, 4, 0),  # a CPU: each sequence costs a quarter of TPOT alone; 10 % buys none
+        (0.02, 0.001, 4, 2),  # 0.1 x 0.024 / 0.001
+        (0.03, 0.0005, 20, 8),  # a GPU: decode is memory-bound, a sequence costs almost nothing
+    ],
+)
 def test_extra_sequences_within_a_slowdown(alone: float, slope: float, running: int, extra: int) -> None:
     assert fed(alone, slope).extra_within(running, 0.1) == extra
 

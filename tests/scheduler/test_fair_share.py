@@ -61,7 +61,9 @@ def test_a_flood_of_one_caller_is_interleaved_with_the_others():
 
 def test_fcfs_within_the_class_without_fair_share():
     share = CallerShare(None)
-    queue = queue_of(*[make_request(arrival=i, caller="alice") for i in range(3)], make_request(arrival=9, caller="bob"))
+    queue = queue_of(
+        *[make_request(arrival=i, caller="alice") for i in range(3)], make_request(arrival=9, caller="bob")
+    )
     assert drain_order(share, queue) == ["alice", "alice", "alice", "bob"]
 
 
@@ -162,8 +164,12 @@ def test_the_heap_index_picks_what_a_scan_of_the_class_would():
     for step in range(3000):
         roll = rng.random()
         if roll < 0.45:
-            joining = make_request(rng.choice(list(P)), arrival=step * 0.01, caller=rng.choice(callers),
-                                   score=rng.choice([1.0, 3.5, 5.0, 7.5, 10.0]))
+            joining = make_request(
+                rng.choice(list(P)),
+                arrival=step * 0.01,
+                caller=rng.choice(callers),
+                score=rng.choice([1.0, 3.5, 5.0, 7.5, 10.0]),
+            )
             queue.push(joining)
             index.add(joining)
         elif roll < 0.6 and len(queue):

@@ -200,8 +200,10 @@ def test_once_the_engine_was_seen_alone_a_cut_limit_grows_back_in_a_few_steps():
     fast = ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=512)
     fast.update(base_s + per_seq_s, 1)
     steps_slow, steps_fast = run(slow, base_s, per_seq_s, steps=40), run(fast, base_s, per_seq_s, steps=40)
-    reached = [next(i for i, value in enumerate(trace) if value >= 0.85 * knee(base_s, per_seq_s))
-               for trace in (steps_slow, steps_fast)]
+    reached = [
+        next(i for i, value in enumerate(trace) if value >= 0.85 * knee(base_s, per_seq_s))
+        for trace in (steps_slow, steps_fast)
+    ]
     assert reached[1] <= 5 < reached[0]
     assert knee(base_s, per_seq_s) * 0.85 <= steps_fast[-1] <= knee(base_s, per_seq_s) * 1.1
     assert len(set(steps_fast[-10:])) <= 2

@@ -18,8 +18,9 @@ from settings.schema import LimitConfig, PerClass, SchedulerConfig, SimConfig
 from tests.scheduler.factory import FakeClock, make_request
 
 
-async def started(slots: int = 1, queue: int = 100, kv_tokens: int = 1_000_000, latency_ms: float = 1.0,
-                  clock=None, **cfg) -> Scheduler:
+async def started(
+    slots: int = 1, queue: int = 100, kv_tokens: int = 1_000_000, latency_ms: float = 1.0, clock=None, **cfg
+) -> Scheduler:
     engine = SimEngine(SimConfig(token_latency_ms=latency_ms, prefill_ms_per_token=0, kv_tokens=kv_tokens))
     await engine.start()
     kwargs = {"clock": clock} if clock else {}
@@ -326,8 +327,11 @@ async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
 
 async def test_the_running_limit_follows_the_engine_tpot():
     # Simulated step: 10 ms * (1 + slowdown * (running - 1)); the set point is 90 ms per token.
-    engine = SimEngine(SimConfig(token_latency_ms=10, batch_slowdown=0.2, prefill_ms_per_token=0,
-                                 natural_stop=False, kv_tokens=1_000_000))
+    engine = SimEngine(
+        SimConfig(
+            token_latency_ms=10, batch_slowdown=0.2, prefill_ms_per_token=0, natural_stop=False, kv_tokens=1_000_000
+        )
+    )
     await engine.start()
     config = SchedulerConfig(max_queue_size=1000, limit=LimitConfig(initial=4, interval_s=0.2))
     sched = Scheduler(config, engine)

@@ -17,8 +17,11 @@ from tests.scheduler.factory import make_request
 
 def test_high_counts_only_its_own_class_against_the_limit():
     adm = AdmissionController(max_concurrency=20, token_budget=10_000, high_reserve=0.1, upper=30)
-    assert (adm.slots_for(P.LOW, high_waiting=True), adm.slots_for(P.MEDIUM, high_waiting=True),
-            adm.slots_for(P.HIGH)) == (18, 18, 20)
+    assert (
+        adm.slots_for(P.LOW, high_waiting=True),
+        adm.slots_for(P.MEDIUM, high_waiting=True),
+        adm.slots_for(P.HIGH),
+    ) == (18, 18, 20)
     for _ in range(18):
         adm.admit(make_request(P.LOW))
     assert not adm.fits(make_request(P.LOW), high_waiting=True) and adm.fits(make_request(P.HIGH))
@@ -80,7 +83,7 @@ def test_high_demand_is_rate_times_service_at_the_objective_plus_its_spread():
     assert demand.slots(2.0) == math.ceil(4 + 2.33 * 2)  # 4 in the engine on average, 99 % under 9
     for _ in range(50):
         demand.finished(first_token_s=0.2, decoded=8, target_tpot_s=0.1)  # shorter answers now
-    assert demand.service_s == pytest.approx(1.0, rel=0.01) and demand.slots(2.0) == math.ceil(2 + 2.33 * 2 ** 0.5)
+    assert demand.service_s == pytest.approx(1.0, rel=0.01) and demand.slots(2.0) == math.ceil(2 + 2.33 * 2**0.5)
 
 
 def test_arrival_rate_of_one_class():
@@ -193,39 +196,48 @@ def test_a_flood_of_a_higher_class_is_seen_within_seconds():
 CFG = SchedulerConfig()
 
 
-@pytest.mark.parametrize("given, expected", [
-    (PriorityInput(), (P.MEDIUM, 5.0)),
-    (PriorityInput(header="HIGH"), (P.HIGH, 10.0)),
-    (PriorityInput(unnamed=P.LOW), (P.LOW, 1.0)),  # background work
-    (PriorityInput(unnamed=P.LOW, key_class=P.HIGH), (P.HIGH, 10.0)),
-    (PriorityInput(header="low", key_class=P.HIGH), (P.LOW, 1.0)),
-    (PriorityInput(key_class=P.HIGH, body="low"), (P.HIGH, 10.0)),
-    (PriorityInput(body="low"), (P.LOW, 1.0)),
-    (PriorityInput(body=7), (P.MEDIUM, 7.0)),
-    (PriorityInput(body=10), (P.HIGH, 10.0)),
-    (PriorityInput(body=0), (P.LOW, 0.0)),
-    (PriorityInput(header="high", batch=True), (P.LOW, 1.0)),
-    (PriorityInput(max_tokens=64, temperature=0), (P.MEDIUM, 7.5)),
-    (PriorityInput(max_tokens=65, temperature=0), (P.MEDIUM, 5.0)),
-    (PriorityInput(max_tokens=10, temperature=0.2), (P.MEDIUM, 5.0)),
-    (PriorityInput(max_tokens=10), (P.MEDIUM, 5.0)),
-    (PriorityInput(key_class=P.LOW, ceiling=P.LOW), (P.LOW, 1.0)),
-    (PriorityInput(header="high", key_class=P.LOW, ceiling=P.LOW), (P.LOW, 1.0)),
-    (PriorityInput(body=10, key_class=P.MEDIUM, ceiling=P.MEDIUM), (P.MEDIUM, 5.0)),
-    (PriorityInput(header="low", key_class=P.MEDIUM, ceiling=P.MEDIUM), (P.LOW, 1.0)),
-    (PriorityInput(header="high", key_class=P.MEDIUM, ceiling=P.MEDIUM, max_tokens=8, temperature=0), (P.MEDIUM, 7.5)),
-])
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        (PriorityInput(), (P.MEDIUM, 5.0)),
+        (PriorityInput(header="HIGH"), (P.HIGH, 10.0)),
+        (PriorityInput(unnamed=P.LOW), (P.LOW, 1.0)),  # background work
+        (PriorityInput(unnamed=P.LOW, key_class=P.HIGH), (P.HIGH, 10.0)),
+        (PriorityInput(header="low", key_class=P.HIGH), (P.LOW, 1.0)),
+        (PriorityInput(key_class=P.HIGH, body="low"), (P.HIGH, 10.0)),
+        (PriorityInput(body="low"), (P.LOW, 1.0)),
+        (PriorityInput(body=7), (P.MEDIUM, 7.0)),
+        (PriorityInput(body=10), (P.HIGH, 10.0)),
+        (PriorityInput(body=0), (P.LOW, 0.0)),
+        (PriorityInput(header="high", batch=True), (P.LOW, 1.0)),
+        (PriorityInput(max_tokens=64, temperature=0), (P.MEDIUM, 7.5)),
+        (PriorityInput(max_tokens=65, temperature=0), (P.MEDIUM, 5.0)),
+        (PriorityInput(max_tokens=10, temperature=0.2), (P.MEDIUM, 5.0)),
+        (PriorityInput(max_tokens=10), (P.MEDIUM, 5.0)),
+        (PriorityInput(key_class=P.LOW, ceiling=P.LOW), (P.LOW, 1.0)),
+        (PriorityInput(header="high", key_class=P.LOW, ceiling=P.LOW), (P.LOW, 1.0)),
+        (PriorityInput(body=10, key_class=P.MEDIUM, ceiling=P.MEDIUM), (P.MEDIUM, 5.0)),
+        (PriorityInput(header="low", key_class=P.MEDIUM, ceiling=P.MEDIUM), (P.LOW, 1.0)),
+        (
+            PriorityInput(header="high", key_class=P.MEDIUM, ceiling=P.MEDIUM, max_tokens=8, temperature=0),
+            (P.MEDIUM, 7.5),
+        ),
+    ],
+)
 def test_priority_sources_in_order(given, expected):
     assert resolve_priority(given, CFG) == expected
 
 
-@pytest.mark.parametrize("given, param", [
-    (PriorityInput(header="urgent"), "X-Priority"),
-    (PriorityInput(body="urgent"), "priority"),
-    (PriorityInput(body=11), "priority"),
-    (PriorityInput(body=-1), "priority"),
-    (PriorityInput(body=True), "priority"),
-])
+@pytest.mark.parametrize(
+    "given, param",
+    [
+        (PriorityInput(header="urgent"), "X-Priority"),
+        (PriorityInput(body="urgent"), "priority"),
+        (PriorityInput(body=11), "priority"),
+        (PriorityInput(body=-1), "priority"),
+        (PriorityInput(body=True), "priority"),
+    ],
+)
 def test_bad_priority_names_the_parameter(given, param):
     with pytest.raises(PriorityInputError) as err:
         resolve_priority(given, CFG)

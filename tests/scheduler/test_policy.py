@@ -83,8 +83,7 @@ async def test_waits_while_the_engine_has_room_are_counted_per_class() -> None:
     """Slots kept for high hold a low request back while a slot stands free: that time is an idle
     wait of the low class; once nothing waits, or nothing could run, none accrues."""
     clock = FakeClock()
-    sched = await started(slots=2, latency_ms=1000, clock=clock,
-                          limit=LimitConfig(adaptive=False, high_reserve=0.5))
+    sched = await started(slots=2, latency_ms=1000, clock=clock, limit=LimitConfig(adaptive=False, high_reserve=0.5))
     sched.submit(make_request(P.LOW, max_tokens=50))
     held = sched.submit(make_request(P.LOW, max_tokens=5))  # one low slot of two: it waits, a slot free
     assert sched.admission.running == 1 and held.key in sched.queue

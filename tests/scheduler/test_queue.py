@@ -42,8 +42,11 @@ def test_aging_lets_an_old_low_request_outrank_a_fresh_high_one():
 
 def test_remove_and_positions():
     q = PriorityQueue(aging_per_s=0.0)
-    reqs = [make_request(P.LOW, request_id="a"), make_request(P.HIGH, request_id="b"),
-            make_request(P.MEDIUM, request_id="c")]
+    reqs = [
+        make_request(P.LOW, request_id="a"),
+        make_request(P.HIGH, request_id="b"),
+        make_request(P.MEDIUM, request_id="c"),
+    ]
     for r in reqs:
         q.push(r)
     assert [r.request_id for r in q.ranked()] == ["b", "c", "a"]

@@ -35,7 +35,8 @@ def leaf_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
 def test_configuration_md_is_current():
     on_disk = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert on_disk == config_docs.render_markdown(), (
-        f"docs/configuration.md is stale: run {config_docs.REGENERATE} and commit the result")
+        f"docs/configuration.md is stale: run {config_docs.REGENERATE} and commit the result"
+    )
 
 
 def test_every_key_is_documented_once_with_a_description():
@@ -59,12 +60,16 @@ def test_reference_shows_defaults_and_bounds_from_the_schema():
 
 
 def test_help_config_prints_every_key():
-    result = subprocess.run([sys.executable, "app.py", "--help-config"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "app.py", "--help-config"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == config_docs.render_text()
-    printed = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("  ") and "(" in line
-               and not line.startswith("   ")}
+    printed = {
+        line.split()[0]
+        for line in result.stdout.splitlines()
+        if line.startswith("  ") and "(" in line and not line.startswith("   ")
+    }
     assert set(leaf_paths(Config)) <= printed
 
 

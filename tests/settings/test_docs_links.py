@@ -75,7 +75,8 @@ def test_readme_is_a_short_front_door_into_every_guide():
 
 def test_the_link_checker_sees_a_broken_link(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("# A heading\n\n[ok](#a-heading) [gone](#nowhere) `[code](x.md)`\n```\n[fenced](y.md)\n```\n",
-                    encoding="utf-8")
+    page.write_text(
+        "# A heading\n\n[ok](#a-heading) [gone](#nowhere) `[code](x.md)`\n```\n[fenced](y.md)\n```\n", encoding="utf-8"
+    )
     assert links(page) == ["#a-heading", "#nowhere"]
     assert anchors(page) == {"a-heading"}

@@ -18,10 +18,17 @@ def test_repository_config_and_presets_load(tmp_path):
 
 
 def test_overrides_are_typed_from_the_schema():
-    cfg = load_config(None, overrides=[
-        "scheduler.max_concurrency=3", "scheduler.max_wait_s.low=30", "engine.sim.token_latency_ms=0",
-        "server.api_keys=a,b", "scheduler.priority_keys=[vip]", "logging.file=",
-    ])
+    cfg = load_config(
+        None,
+        overrides=[
+            "scheduler.max_concurrency=3",
+            "scheduler.max_wait_s.low=30",
+            "engine.sim.token_latency_ms=0",
+            "server.api_keys=a,b",
+            "scheduler.priority_keys=[vip]",
+            "logging.file=",
+        ],
+    )
     assert cfg.scheduler.max_concurrency == 3
     assert cfg.scheduler.max_wait_s.low == 30.0 and cfg.scheduler.max_wait_s.high == 300.0
     assert cfg.engine.sim.token_latency_ms == 0.0
@@ -29,16 +36,25 @@ def test_overrides_are_typed_from_the_schema():
     assert cfg.logging.file == ""
 
 
-@pytest.mark.parametrize("override, message", [
-    ("scheduler.max_concurrency=-1", "scheduler.max_concurrency: -1 is not allowed; expected an integer between 0 and 4096"),
-    ("scheduler.max_concurrency=many", "scheduler.max_concurrency: 'many' is not allowed; expected an integer"),
-    ("scheduler.max_wait_s.low=-1", "scheduler.max_wait_s.low: -1.0 is not allowed; expected a number >= 0.0"),
-    ("engine.backend=tensorrt", "engine.backend: 'tensorrt' is not allowed; allowed: auto, vllm, llamacpp, sim, openai"),
-    ("logging.level=LOUD", "logging.level: 'LOUD' is not allowed; allowed: DEBUG, INFO, WARNING, ERROR"),
-    ("scheduler.max_concurency=4", "scheduler.max_concurency: unknown key; allowed: max_concurrency,"),
-    ("scheduler=4", "scheduler: expected a mapping, got 4"),
-    ("novalue", "--set 'novalue': expected dotted.key=value"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "scheduler.max_concurrency=-1",
+            "scheduler.max_concurrency: -1 is not allowed; expected an integer between 0 and 4096",
+        ),
+        ("scheduler.max_concurrency=many", "scheduler.max_concurrency: 'many' is not allowed; expected an integer"),
+        ("scheduler.max_wait_s.low=-1", "scheduler.max_wait_s.low: -1.0 is not allowed; expected a number >= 0.0"),
+        (
+            "engine.backend=tensorrt",
+            "engine.backend: 'tensorrt' is not allowed; allowed: auto, vllm, llamacpp, sim, openai",
+        ),
+        ("logging.level=LOUD", "logging.level: 'LOUD' is not allowed; allowed: DEBUG, INFO, WARNING, ERROR"),
+        ("scheduler.max_concurency=4", "scheduler.max_concurency: unknown key; allowed: max_concurrency,"),
+        ("scheduler=4", "scheduler: expected a mapping, got 4"),
+        ("novalue", "--set 'novalue': expected dotted.key=value"),
+    ],
+)
 def test_bad_values_give_one_line_naming_key_and_allowed(override, message):
     with pytest.raises(ConfigError) as err:
         load_config(None, overrides=[override])
@@ -47,7 +63,9 @@ def test_bad_values_give_one_line_naming_key_and_allowed(override, message):
 
 
 def test_bad_files_and_presets(tmp_path):
-    with pytest.raises(ConfigError, match="preset: 'huge' is not defined; allowed: personal, team, teaching, gpt-oss-20b"):
+    with pytest.raises(
+        ConfigError, match="preset: 'huge' is not defined; allowed: personal, team, teaching, gpt-oss-20b"
+    ):
         load_config("config.yaml", preset="huge")
     with pytest.raises(ConfigError, match="cannot be read"):
         load_config(tmp_path / "missing.yaml")
@@ -60,24 +78,38 @@ def test_bad_files_and_presets(tmp_path):
 def test_named_keys_inline_and_from_a_key_file(tmp_path):
     key_file = tmp_path / "keys.yaml"
     key_file.write_text("keys:\n  - {name: ci, key_sha256: " + "ab" * 32 + ", class: low, daily_tokens: 2000000}\n")
-    cfg = load_config(None, overrides=[
-        "server.keys=[{name: alice, key: sk-alice-123, class: medium, rpm: 60, tpm: 40000, max_parallel: 4}]",
-        f"server.key_file={key_file}", "server.default_limits.rpm=10"])
+    cfg = load_config(
+        None,
+        overrides=[
+            "server.keys=[{name: alice, key: sk-alice-123, class: medium, rpm: 60, tpm: 40000, max_parallel: 4}]",
+            f"server.key_file={key_file}",
+            "server.default_limits.rpm=10",
+        ],
+    )
     alice, ci = cfg.server.keys
     assert (alice.name, alice.priority_class, alice.rpm, alice.max_parallel) == ("alice", "medium", 60, 4)
     assert (ci.name, ci.priority_class, ci.daily_tokens, ci.key) == ("ci", "low", 2_000_000, None)
     assert ci.over(cfg.server.default_limits).rpm == 10 and alice.over(cfg.server.default_limits).rpm == 60
 
 
-@pytest.mark.parametrize("keys, message", [
-    ("[{name: a, key: sk-1234567, key_sha256: " + "ab" * 32 + "}]", "server.keys.0: key 'a' needs exactly one of key"),
-    ("[{name: a}]", "server.keys.0: key 'a' needs exactly one of key and key_sha256"),
-    ("[{name: anonymous, key: sk-1234567}]", "server.keys.0: the name 'anonymous' is kept"),
-    ("[{name: a, key: sk-1234567}, {name: a, key: sk-7654321}]", "server: key names must be unique; repeated: ['a']"),
-    ("[{name: a, key: sk-1234567, class: urgent}]", "server.keys.0.class: 'urgent' is not allowed"),
-    ("[{name: a, key: sk-1234567, rpm: 0}]", "server.keys.0.rpm: 0 is not allowed"),
-    ("[{name: a, key: short}]", "server.keys.0.key: 'short' is not allowed"),
-])
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        (
+            "[{name: a, key: sk-1234567, key_sha256: " + "ab" * 32 + "}]",
+            "server.keys.0: key 'a' needs exactly one of key",
+        ),
+        ("[{name: a}]", "server.keys.0: key 'a' needs exactly one of key and key_sha256"),
+        ("[{name: anonymous, key: sk-1234567}]", "server.keys.0: the name 'anonymous' is kept"),
+        (
+            "[{name: a, key: sk-1234567}, {name: a, key: sk-7654321}]",
+            "server: key names must be unique; repeated: ['a']",
+        ),
+        ("[{name: a, key: sk-1234567, class: urgent}]", "server.keys.0.class: 'urgent' is not allowed"),
+        ("[{name: a, key: sk-1234567, rpm: 0}]", "server.keys.0.rpm: 0 is not allowed"),
+        ("[{name: a, key: short}]", "server.keys.0.key: 'short' is not allowed"),
+    ],
+)
 def test_bad_named_keys_give_one_line(keys, message):
     with pytest.raises(ConfigError) as err:
         load_config(None, overrides=[f"server.keys={keys}"])

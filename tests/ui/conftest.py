@@ -38,9 +38,9 @@ def start_server(stack: contextlib.ExitStack, *overrides: str) -> LiveServer:
         return stack.enter_context(live_server(*overrides))
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(10**9))   # read once, when the queue is built
+        patch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(10**9))  # read once, when the queue is built
         try:
-            asyncio.get_running_loop()   # Playwright's sync API, once started, runs one in this thread
+            asyncio.get_running_loop()  # Playwright's sync API, once started, runs one in this thread
         except RuntimeError:
             pass
         else:
@@ -64,5 +64,3 @@ def make_ui_server() -> Iterator[Callable[..., LiveServer]]:
     """A page server with its own settings (the UI is always on), stopped after the test."""
     with contextlib.ExitStack() as stack:
         yield lambda *overrides: start_server(stack, UI, *overrides)
-
-

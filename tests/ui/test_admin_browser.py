@@ -18,8 +18,11 @@ TEAM = "server.keys=[{name: alice, key: sk-alice-0001}, {name: ops, key: sk-ops-
 CHAT = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5}
 
 
-def test_only_an_admin_sees_the_admin_tab_and_manages_keys_there(sign_in: Callable[[LiveServer, str], Page],  # noqa: F811
-                                                                 shot: Callable, tmp_path) -> None:  # noqa: F811
+def test_only_an_admin_sees_the_admin_tab_and_manages_keys_there(
+    sign_in: Callable[[LiveServer, str], Page],
+    shot: Callable,
+    tmp_path,
+) -> None:
     with contextlib.ExitStack() as stack:
         live = start_server(stack, UI, QUICK, TEAM, f"usage.path={tmp_path / 'u.sqlite3'}")
         httpx.post(f"{live.url}/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer sk-alice-0001"})
@@ -34,9 +37,11 @@ def test_only_an_admin_sees_the_admin_tab_and_manages_keys_there(sign_in: Callab
         ops.locator("#admin-key-name textarea, #admin-key-name input").first.fill("student")
         ops.locator("#admin-make-key").click()
         secret = ops.locator("#admin-secret textarea, #admin-secret input").first
-        ops.wait_for_function("() => (document.querySelector('#admin-secret textarea') || "
-                              "document.querySelector('#admin-secret input')).value.startsWith('sk-')",
-                              timeout=WAIT_MS)
+        ops.wait_for_function(
+            "() => (document.querySelector('#admin-secret textarea') || "
+            "document.querySelector('#admin-secret input')).value.startsWith('sk-')",
+            timeout=WAIT_MS,
+        )
         made = secret.input_value()
         shot(ops, "key-made")
         used = httpx.post(f"{live.url}/v1/chat/completions", json=CHAT, headers={"Authorization": f"Bearer {made}"})

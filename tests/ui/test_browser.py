@@ -25,8 +25,15 @@ from tests.conftest import LiveServer
 from tests.ui.conftest import QUICK
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--disable-quic", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 WAIT_MS = 30_000
 
@@ -172,8 +179,12 @@ class Blocker:
 
     def __init__(self, live: LiveServer, max_tokens: int, priority: str = "medium") -> None:
         self.result: list[Any] = []
-        body = {"model": "sim", "messages": [{"role": "user", "content": "block"}], "max_tokens": max_tokens,
-                "priority": priority}
+        body = {
+            "model": "sim",
+            "messages": [{"role": "user", "content": "block"}],
+            "max_tokens": max_tokens,
+            "priority": priority,
+        }
         self.thread = threading.Thread(target=self._run, args=(live.url + "/v1/chat/completions", body), daemon=True)
         self.thread.start()
 
@@ -241,8 +252,9 @@ def test_sign_in_then_chat_as_the_key(make_ui_server: Callable, browser: Browser
         context.close()
 
 
-def test_a_thinking_model_shows_its_reasoning_in_a_thinking_block(make_ui_server: Callable, open_page: Callable,
-                                                                   shot: Callable) -> None:
+def test_a_thinking_model_shows_its_reasoning_in_a_thinking_block(
+    make_ui_server: Callable, open_page: Callable, shot: Callable
+) -> None:
     live = make_ui_server("engine.sim.token_latency_ms=30", "engine.sim.harmony=true", "engine.sim.natural_stop=true")
     page = open_page(live)
     send(page, "Think first, then answer")
@@ -275,13 +287,14 @@ def test_message_streams_an_answer(ui_server: LiveServer, open_page: Callable, s
     shot(page, "answered")
 
 
-def test_queue_toast_while_the_server_is_saturated(make_ui_server: Callable, open_page: Callable,
-                                                   shot: Callable) -> None:
+def test_queue_toast_while_the_server_is_saturated(
+    make_ui_server: Callable, open_page: Callable, shot: Callable
+) -> None:
     live = make_ui_server("scheduler.max_concurrency=1", "engine.sim.token_latency_ms=30")
     page = open_page(live)
     open_advanced(page)
-    set_max_tokens(page, 40)   # the page's own answer, once it runs: about 1.2 s
-    blocker = Blocker(live, max_tokens=300)   # about 9 s in the only slot
+    set_max_tokens(page, 40)  # the page's own answer, once it runs: about 1.2 s
+    blocker = Blocker(live, max_tokens=300)  # about 9 s in the only slot
     behind: Blocker | None = None
     try:
         live.wait_for(lambda s: s["running"] == 1)
@@ -295,7 +308,7 @@ def test_queue_toast_while_the_server_is_saturated(make_ui_server: Callable, ope
         expect(toast).to_contain_text("Queued: position 1 of 2", timeout=10_000)
         shot(page, "queued-updated")
         assert live.status()["running"] == 1
-        expect(toast).to_be_hidden(timeout=WAIT_MS)   # generation started
+        expect(toast).to_be_hidden(timeout=WAIT_MS)  # generation started
         wait_until(lambda: bot_text(page), what="the queued answer's first words")
         info = page.locator("#answer-info")
         expect(info).to_contain_text("40 tokens", timeout=WAIT_MS)
@@ -309,7 +322,7 @@ def test_queue_toast_while_the_server_is_saturated(make_ui_server: Callable, ope
 
 
 def test_stop_ends_the_generation(make_ui_server: Callable, open_page: Callable, shot: Callable) -> None:
-    live = make_ui_server("engine.sim.token_latency_ms=20")   # 512 tokens: about 10 s
+    live = make_ui_server("engine.sim.token_latency_ms=20")  # 512 tokens: about 10 s
     page = open_page(live)
     send(page, "A long answer, please")
     wait_until(lambda: len(bot_text(page)) > 20, what="some text")
@@ -352,8 +365,13 @@ def test_apply_concurrency_limit(make_ui_server: Callable, open_page: Callable, 
 
 
 def test_batch_of_five(ui_server: LiveServer, open_page: Callable, shot: Callable, tmp_path: Path) -> None:
-    prompts = ["first: what is a queue?", "second: what is a slot?", "third: what is aging?",
-               "fourth: what is a token?", "fifth: what is a batch?"]
+    prompts = [
+        "first: what is a queue?",
+        "second: what is a slot?",
+        "third: what is aging?",
+        "fourth: what is a token?",
+        "fifth: what is a batch?",
+    ]
     page = open_page(ui_server)
     page.get_by_role("tab", name="Batch").click()
     page.locator("#batch-prompts textarea").fill("\n".join(prompts))
@@ -361,7 +379,7 @@ def test_batch_of_five(ui_server: LiveServer, open_page: Callable, shot: Callabl
     page.locator("#run-batch").click()
     expect(page.locator("#batch-status")).to_contain_text("5 prompts answered", timeout=WAIT_MS)
     table = page.locator("#batch-table")
-    expect(table.locator("[role=grid]")).to_have_attribute("aria-rowcount", "6")   # header + 5
+    expect(table.locator("[role=grid]")).to_have_attribute("aria-rowcount", "6")  # header + 5
     for row, prompt in enumerate(prompts):
         expect(table.locator(f"[data-testid='cell-{row}-0']")).to_have_text(str(row + 1))
         expect(table.locator(f"[data-testid='cell-{row}-1']")).to_have_text(prompt)
@@ -386,8 +404,9 @@ def test_batch_of_five(ui_server: LiveServer, open_page: Callable, shot: Callabl
     assert [r["answer"] for r in rows] == [r["answer"] for r in jsonl]
 
 
-def test_a_batch_job_from_the_page_shows_its_progress_and_its_answers(ui_server: LiveServer, open_page: Callable,
-                                                                      shot: Callable, tmp_path: Path) -> None:
+def test_a_batch_job_from_the_page_shows_its_progress_and_its_answers(
+    ui_server: LiveServer, open_page: Callable, shot: Callable, tmp_path: Path
+) -> None:
     prompts = [f"job prompt {i}" for i in range(6)]
     page = open_page(ui_server)
     page.get_by_role("tab", name="Batch").click()
@@ -429,7 +448,7 @@ def test_two_tabs_are_served_at_once(ui_server: LiveServer, open_page: Callable,
     for page in (first, second):
         info = page.locator("#answer-info")
         expect(info).to_contain_text("512 tokens", timeout=WAIT_MS)
-        expect(info).to_contain_text("waited 0.0 s")   # neither queued behind the other
+        expect(info).to_contain_text("waited 0.0 s")  # neither queued behind the other
     # Both were in the engine together within a fraction of one answer's time (512 steps of 5 ms).
     assert both_running < 512 * 0.005, both_running
     expect(first.locator("#chatbot")).to_contain_text("hello from tab one")
@@ -453,13 +472,16 @@ def test_monitor_tab(ui_server: LiveServer, open_page: Callable, shot: Callable)
     shot(page, "shown")
 
 
-def test_a_page_on_another_origin_cannot_sign_the_browser_in(make_ui_server: Callable, browser: Browser,
-                                                             shot: Callable) -> None:
+def test_a_page_on_another_origin_cannot_sign_the_browser_in(
+    make_ui_server: Callable, browser: Browser, shot: Callable
+) -> None:
     """Login CSRF: a page elsewhere auto-submits the sign-in form with the attacker's key; the browser
     must come back to this server still signed out (else its chats would land in their history)."""
     live = make_ui_server(QUICK, "server.keys=[{name: mallory, key: sk-mallory-01}]")
-    attack = (f'<form id="f" method="post" action="{live.url}/signin"><input name="key" value="sk-mallory-01">'
-              '</form><script>document.getElementById("f").submit()</script>')
+    attack = (
+        f'<form id="f" method="post" action="{live.url}/signin"><input name="key" value="sk-mallory-01">'
+        '</form><script>document.getElementById("f").submit()</script>'
+    )
     context = browser.new_context(locale="en-US")
     try:
         page = context.new_page()

@@ -63,7 +63,8 @@ def handed_out(output: dict) -> dict:
 def test_every_file_the_page_hands_out_is_owner_only(page: LiveServer, tmp_path: Path) -> None:
     browser = {"Cookie": f"{BROWSER_COOKIE}={httpx.get(page.url + '/', timeout=10).cookies[BROWSER_COOKIE]}"}
     Client(page.url + "/", headers=browser, verbose=False, download_files=str(tmp_path)).predict(
-        *chat(SECRET), api_name="/respond")
+        *chat(SECRET), api_name="/respond"
+    )
     export, _ = call(page, browser, "history_export_all", ["JSON", "English"])
     _, _, jsonl, csv = call(page, browser, "batch", ["one\ntwo", None, "low", 2, "English"])
     _, _, usage, *_ = call(page, browser, "overview", [7])
@@ -82,8 +83,9 @@ def test_a_fresh_folder_is_made_once_and_set_for_the_library(monkeypatch: pytest
     assert private_env_folder("GPTOSS_TEST_CACHE", "gptoss-test-") == made  # a second page in the process: the same
 
 
-def test_a_folder_the_operator_names_is_made_or_tightened_to_0700(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_a_folder_the_operator_names_is_made_or_tightened_to_0700(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setattr(logging.getLogger("gpt_oss_webui"), "propagate", True)
     missing, shared = tmp_path / "new" / "cache", tmp_path / "shared"
     shared.mkdir(mode=0o755)
@@ -91,7 +93,8 @@ def test_a_folder_the_operator_names_is_made_or_tightened_to_0700(tmp_path: Path
         monkeypatch.setenv("GPTOSS_TEST_CACHE", str(folder))
         assert private_env_folder("GPTOSS_TEST_CACHE", "gptoss-test-") == folder and mode(folder) == 0o700
     assert [r.getMessage() for r in caplog.records if r.name == "gpt_oss_webui.files"] == [
-        f"folder {shared} was open to group or others (mode 755); made it owner-only (700)"]
+        f"folder {shared} was open to group or others (mode 755); made it owner-only (700)"
+    ]
 
 
 def test_an_export_is_0600_in_a_0700_folder_whatever_was_there(tmp_path: Path) -> None:

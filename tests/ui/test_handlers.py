@@ -74,8 +74,9 @@ async def test_waiting_answers_report_their_queue_position():
 
 
 async def test_full_queue_is_a_rejection_with_retry_time():
-    services = await services_with("scheduler.max_concurrency=1", "scheduler.max_queue_size=1",
-                                   "engine.sim.token_latency_ms=10")
+    services = await services_with(
+        "scheduler.max_concurrency=1", "scheduler.max_queue_size=1", "engine.sim.token_latency_ms=10"
+    )
     blocker = asyncio.create_task(events(services, max_tokens=100))
     waiter = asyncio.create_task(events(services, max_tokens=3))
     await asyncio.sleep(0.05)
@@ -121,8 +122,14 @@ async def test_batch_answers_in_input_order_with_progress(tmp_path):
     services = await services_with("engine.sim.token_latency_ms=2")
     prompts = [f"prompt number {i}" for i in range(5)]
     seen = []
-    results = await run_batch(services.pipeline, ANON, prompts, ChatSettings(max_tokens=4, temperature=0), 3,
-                              lambda done, total: seen.append((done, total)))
+    results = await run_batch(
+        services.pipeline,
+        ANON,
+        prompts,
+        ChatSettings(max_tokens=4, temperature=0),
+        3,
+        lambda done, total: seen.append((done, total)),
+    )
     assert [r.prompt for r in results] == prompts and all(r.status == "ok" and r.answer for r in results)
     assert seen[-1] == (5, 5) and len(seen) == 5
     rows = [json.loads(line) for line in write_results(results, "jsonl", tmp_path).read_text().splitlines()]
@@ -197,7 +204,11 @@ async def test_a_thinking_model_streams_its_reasoning_before_the_answer(tmp_path
     assert isinstance(done, Finished) and done.reasoning and done.text and "<|" not in done.reasoning + done.text
     assert done.reasoning == "".join(e.text for e in out if isinstance(e, ReasoningDelta))
     results = await run_batch(services.pipeline, ANON, ["one"], ChatSettings(max_tokens=400, temperature=0), 1)
-    assert results[0].reasoning and results[0].answer and "reasoning" in write_results(results, "csv", tmp_path).read_text()
+    assert (
+        results[0].reasoning
+        and results[0].answer
+        and "reasoning" in write_results(results, "csv", tmp_path).read_text()
+    )
     await close(services)
 
 

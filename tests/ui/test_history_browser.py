@@ -34,7 +34,7 @@ ALICE_TEXT = "Alice asks about plum jam"
 
 
 @pytest.fixture
-def sign_in(browser: Browser) -> Iterator[Callable[[LiveServer, str], Page]]:  # noqa: F811
+def sign_in(browser: Browser) -> Iterator[Callable[[LiveServer, str], Page]]:
     """sign_in(server, key) -> a page signed in with that key, in a browser context of its own."""
     contexts = []
 
@@ -78,8 +78,11 @@ def user_texts(page: Page) -> list[str]:
     return [t.strip() for t in page.locator("#chatbot [data-testid='user']").all_inner_texts()]
 
 
-def test_history_follows_the_caller_across_reload_and_restart(sign_in: Callable, shot: Callable,  # noqa: F811
-                                                                tmp_path: Path) -> None:
+def test_history_follows_the_caller_across_reload_and_restart(
+    sign_in: Callable,
+    shot: Callable,
+    tmp_path: Path,
+) -> None:
     path = f"ui.history.path={tmp_path}/conversations.sqlite3"
     with contextlib.ExitStack() as first:
         live = start_server(first, UI, QUICK, TEAM, path)
@@ -124,8 +127,12 @@ def test_history_follows_the_caller_across_reload_and_restart(sign_in: Callable,
         shot(bob, "bob")
 
 
-def test_rename_search_delete_export_and_import(make_ui_server: Callable, open_page: Callable,  # noqa: F811
-                                                 shot: Callable, tmp_path: Path) -> None:  # noqa: F811
+def test_rename_search_delete_export_and_import(
+    make_ui_server: Callable,
+    open_page: Callable,
+    shot: Callable,
+    tmp_path: Path,
+) -> None:
     page = open_page(make_ui_server(QUICK))
     open_advanced(page)
     set_max_tokens(page, 40)  # short answers: the screenshots show the sidebar, not placeholder text
@@ -205,8 +212,11 @@ def test_rename_search_delete_export_and_import(make_ui_server: Callable, open_p
     shot(page, "listed")  # docs/screenshots/history.png
 
 
-def test_edit_a_past_message_and_regenerate_the_last_answer(make_ui_server: Callable, open_page: Callable,  # noqa: F811
-                                                            shot: Callable) -> None:  # noqa: F811
+def test_edit_a_past_message_and_regenerate_the_last_answer(
+    make_ui_server: Callable,
+    open_page: Callable,
+    shot: Callable,
+) -> None:
     page = open_page(make_ui_server(QUICK))
     send(page, "first question")
     answered(page)
@@ -247,17 +257,47 @@ def test_edit_a_past_message_and_regenerate_the_last_answer(make_ui_server: Call
     shot(page, "edited-reopened")
 
 
-def test_an_imported_chat_renders_latex_has_copy_buttons_and_chinese_labels(make_ui_server: Callable,  # noqa: F811
-                                                                            open_page: Callable,  # noqa: F811
-                                                                            shot: Callable,  # noqa: F811
-                                                                            tmp_path: Path) -> None:
+def test_an_imported_chat_renders_latex_has_copy_buttons_and_chinese_labels(
+    make_ui_server: Callable,
+    open_page: Callable,
+    shot: Callable,
+    tmp_path: Path,
+) -> None:
     export = tmp_path / "chatgpt.json"
-    export.write_text(json.dumps([{"title": "Energy", "current_node": "b", "mapping": {
-        "a": {"message": {"author": {"role": "user"}, "content": {"content_type": "text", "parts": ["Mass and energy?"]}},
-              "parent": None, "children": ["b"]},
-        "b": {"message": {"author": {"role": "assistant"}, "content": {"content_type": "text", "parts": [
-            "Inline $a^2+b^2=c^2$, and on its own line:\n\n$$E = mc^2$$\n\n```python\nprint('hi')\n```"]}},
-              "parent": "a", "children": []}}}]), encoding="utf-8")
+    export.write_text(
+        json.dumps(
+            [
+                {
+                    "title": "Energy",
+                    "current_node": "b",
+                    "mapping": {
+                        "a": {
+                            "message": {
+                                "author": {"role": "user"},
+                                "content": {"content_type": "text", "parts": ["Mass and energy?"]},
+                            },
+                            "parent": None,
+                            "children": ["b"],
+                        },
+                        "b": {
+                            "message": {
+                                "author": {"role": "assistant"},
+                                "content": {
+                                    "content_type": "text",
+                                    "parts": [
+                                        "Inline $a^2+b^2=c^2$, and on its own line:\n\n$$E = mc^2$$\n\n```python\nprint('hi')\n```"
+                                    ],
+                                },
+                            },
+                            "parent": "a",
+                            "children": [],
+                        },
+                    },
+                }
+            ]
+        ),
+        encoding="utf-8",
+    )
     page = open_page(make_ui_server(QUICK))
     with page.expect_file_chooser() as chooser:
         page.locator("#import").click()
@@ -277,8 +317,11 @@ def test_an_imported_chat_renders_latex_has_copy_buttons_and_chinese_labels(make
     shot(page, "chinese")
 
 
-def test_undo_takes_the_last_turn_back_into_the_box(make_ui_server: Callable, open_page: Callable,  # noqa: F811
-                                                    shot: Callable) -> None:  # noqa: F811
+def test_undo_takes_the_last_turn_back_into_the_box(
+    make_ui_server: Callable,
+    open_page: Callable,
+    shot: Callable,
+) -> None:
     page = open_page(make_ui_server(QUICK))
     send(page, "keep this one")
     answered(page)

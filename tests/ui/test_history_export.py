@@ -19,14 +19,23 @@ DETAILS = {"caller": "alice", "class": "high", "wait_s": 1.25, "tokens": 12, "to
 
 
 def conversation() -> Conversation:
-    return Conversation("c1", "Heaps, briefly", 1_700_000_000.0, 1_700_000_100.0,
-                        {"system_prompt": "be brief", "temperature": 0.2, "max_tokens": 64},
-                        [StoredMessage("user", "What is a heap?", created=1.0, id=1),
-                         StoredMessage("assistant", "A tree kept in an array.", "They want the idea.", DETAILS,
-                                       "done", created=2.0, id=2),
-                         StoredMessage("user", "And a long one?", created=3.0, id=3),
-                         StoredMessage("assistant", "It goes on and", "", {}, "stopped", "stopped before the end",
-                                       created=4.0, id=4)])
+    return Conversation(
+        "c1",
+        "Heaps, briefly",
+        1_700_000_000.0,
+        1_700_000_100.0,
+        {"system_prompt": "be brief", "temperature": 0.2, "max_tokens": 64},
+        [
+            StoredMessage("user", "What is a heap?", created=1.0, id=1),
+            StoredMessage(
+                "assistant", "A tree kept in an array.", "They want the idea.", DETAILS, "done", created=2.0, id=2
+            ),
+            StoredMessage("user", "And a long one?", created=3.0, id=3),
+            StoredMessage(
+                "assistant", "It goes on and", "", {}, "stopped", "stopped before the end", created=4.0, id=4
+            ),
+        ],
+    )
 
 
 def test_our_json_round_trips():
@@ -34,7 +43,8 @@ def test_our_json_round_trips():
     original = conversation()
     assert back.title == original.title and back.settings == original.settings and back.created == original.created
     assert [(m.role, m.content, m.reasoning, m.details, m.outcome, m.reason, m.created) for m in back.messages] == [
-        (m.role, m.content, m.reasoning, m.details, m.outcome, m.reason, m.created) for m in original.messages]
+        (m.role, m.content, m.reasoning, m.details, m.outcome, m.reason, m.created) for m in original.messages
+    ]
     assert all(m.id is None for m in back.messages)  # ids are the file's own, made anew on import
 
 
@@ -49,30 +59,70 @@ def test_markdown_is_a_transcript():
 
 
 def test_chatgpt_export_comes_in_as_the_branch_it_shows():
-    export = [{"title": "Plums", "create_time": 1_690_000_000.5, "current_node": "c", "mapping": {
-        "root": {"message": None, "parent": None, "children": ["a"]},
-        "sys": {"message": {"author": {"role": "system"}, "content": {"content_type": "text", "parts": ["hidden"]}},
-                "parent": "root", "children": ["a"]},
-        "a": {"message": {"author": {"role": "user"}, "create_time": 1_690_000_001.0,
-                          "content": {"content_type": "text", "parts": ["How ripe?"]}}, "parent": "sys",
-              "children": ["old", "c"]},
-        "old": {"message": {"author": {"role": "assistant"}, "content": {"content_type": "text", "parts": ["no"]}},
-                "parent": "a", "children": []},
-        "c": {"message": {"author": {"role": "assistant"}, "content": {"content_type": "text", "parts": ["Soft", "."]}},
-              "parent": "a", "children": []}}}]
+    export = [
+        {
+            "title": "Plums",
+            "create_time": 1_690_000_000.5,
+            "current_node": "c",
+            "mapping": {
+                "root": {"message": None, "parent": None, "children": ["a"]},
+                "sys": {
+                    "message": {"author": {"role": "system"}, "content": {"content_type": "text", "parts": ["hidden"]}},
+                    "parent": "root",
+                    "children": ["a"],
+                },
+                "a": {
+                    "message": {
+                        "author": {"role": "user"},
+                        "create_time": 1_690_000_001.0,
+                        "content": {"content_type": "text", "parts": ["How ripe?"]},
+                    },
+                    "parent": "sys",
+                    "children": ["old", "c"],
+                },
+                "old": {
+                    "message": {"author": {"role": "assistant"}, "content": {"content_type": "text", "parts": ["no"]}},
+                    "parent": "a",
+                    "children": [],
+                },
+                "c": {
+                    "message": {
+                        "author": {"role": "assistant"},
+                        "content": {"content_type": "text", "parts": ["Soft", "."]},
+                    },
+                    "parent": "a",
+                    "children": [],
+                },
+            },
+        }
+    ]
     (one,) = parse_import(json.dumps(export).encode())
     assert one.title == "Plums" and one.created == 1_690_000_000.5
-    assert [(m.role, m.content, m.outcome) for m in one.messages] == [("user", "How ripe?", ""),
-                                                                      ("assistant", "Soft.", "done")]
+    assert [(m.role, m.content, m.outcome) for m in one.messages] == [
+        ("user", "How ripe?", ""),
+        ("assistant", "Soft.", "done"),
+    ]
 
 
-@pytest.mark.parametrize("data, code, values", [
-    (b"not json", "not_json", {}), (b'{"conversations": []}', "unknown_format", {}),
-    (json.dumps({"format": "gpt-oss-webui.conversations", "conversations": [{"messages": [{"role": "tool"}]}]}
-                ).encode(), "bad_field", {"conversation": 1, "field": "messages[0].role"}),
-    (json.dumps({"format": "gpt-oss-webui.conversations", "conversations": {}}).encode(), "bad_file_field",
-     {"field": "conversations"}),
-])
+@pytest.mark.parametrize(
+    "data, code, values",
+    [
+        (b"not json", "not_json", {}),
+        (b'{"conversations": []}', "unknown_format", {}),
+        (
+            json.dumps(
+                {"format": "gpt-oss-webui.conversations", "conversations": [{"messages": [{"role": "tool"}]}]}
+            ).encode(),
+            "bad_field",
+            {"conversation": 1, "field": "messages[0].role"},
+        ),
+        (
+            json.dumps({"format": "gpt-oss-webui.conversations", "conversations": {}}).encode(),
+            "bad_file_field",
+            {"field": "conversations"},
+        ),
+    ],
+)
 def test_other_files_are_refused_with_a_reason(data, code, values):
     with pytest.raises(ImportProblem) as refused:
         parse_import(data)
@@ -82,8 +132,14 @@ def test_other_files_are_refused_with_a_reason(data, code, values):
 def test_chat_rows_bring_back_thinking_and_details():
     rows = chat_rows(conversation(), "en")
     assert [(r["role"], (r.get("metadata") or {}).get("title")) for r in rows] == [
-        ("user", None), ("assistant", "Thinking"), ("assistant", None), ("assistant", "Details"),
-        ("user", None), ("assistant", None), ("assistant", "Details")]
+        ("user", None),
+        ("assistant", "Thinking"),
+        ("assistant", None),
+        ("assistant", "Details"),
+        ("user", None),
+        ("assistant", None),
+        ("assistant", "Details"),
+    ]
     assert rows[3]["content"] == "alice · class high · waited 1.2 s · 12 tokens · 30.5 tok/s · cache hit"
     assert rows[6]["content"] == "stopped: stopped before the end"
     assert stored_count(rows) == 4 and stored_count(rows[:4]) == 2  # titled rows are no stored messages

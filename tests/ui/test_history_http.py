@@ -66,7 +66,7 @@ def test_another_caller_can_neither_list_open_rename_export_nor_delete(team: Liv
     alice_cookie, bob_cookie = session(team, "sk-alice-0001"), session(team, "sk-bob-000001")
     alice = Client(team.url + "/", headers=alice_cookie, verbose=False, download_files=str(tmp_path))
     alice.predict(*chat(SECRET), api_name="/respond")
-    (title, cid), = listed(team, alice_cookie)
+    ((title, cid),) = listed(team, alice_cookie)
     assert title == SECRET and listed(team, alice_cookie, "plum") == [(title, cid)]
     assert listed(team, bob_cookie) == [] and listed(team, bob_cookie, "plum") == []
 

@@ -20,21 +20,42 @@ from ui.history.export import to_json, to_markdown
 from ui.history.imports import TEXT_CHARS, ImportProblem, Limits, _one, describe, import_file, parse_import
 
 OWNER = "key:alice"
-DETAILS = {"caller": "alice", "class": "high", "wait_s": 1.25, "tokens": 12, "tokens_per_s": 30.5, "cached": False,
-           "finish_reason": "stop"}
+DETAILS = {
+    "caller": "alice",
+    "class": "high",
+    "wait_s": 1.25,
+    "tokens": 12,
+    "tokens_per_s": 30.5,
+    "cached": False,
+    "finish_reason": "stop",
+}
 
 
 def ours(*conversations: dict) -> bytes:
-    return json.dumps({"format": "gpt-oss-webui.conversations", "version": 1,
-                       "conversations": list(conversations)}).encode()
+    return json.dumps(
+        {"format": "gpt-oss-webui.conversations", "version": 1, "conversations": list(conversations)}
+    ).encode()
 
 
 def good(title: str = "Heaps", **changes: Any) -> dict:
-    return {"title": title, "created": 1_700_000_000.0, "settings": {"system_prompt": "be brief", "temperature": 1},
-            "messages": [{"role": "user", "content": "What is a heap?", "created": 1_700_000_001.0},
-                         {"role": "assistant", "content": "A tree in an array.", "reasoning": "short",
-                          "details": DETAILS, "outcome": "done", "reason": "", "created": 1_700_000_002.0}],
-            **changes}
+    return {
+        "title": title,
+        "created": 1_700_000_000.0,
+        "settings": {"system_prompt": "be brief", "temperature": 1},
+        "messages": [
+            {"role": "user", "content": "What is a heap?", "created": 1_700_000_001.0},
+            {
+                "role": "assistant",
+                "content": "A tree in an array.",
+                "reasoning": "short",
+                "details": DETAILS,
+                "outcome": "done",
+                "reason": "",
+                "created": 1_700_000_002.0,
+            },
+        ],
+        **changes,
+    }
 
 
 def with_message(index: int, **changes: Any) -> dict:
@@ -62,8 +83,10 @@ def committed(path: Path) -> tuple[list, list]:
     """Every committed row in the file (another connection sees nothing uncommitted)."""
     raw = sqlite3.connect(path)
     try:
-        return (raw.execute("SELECT * FROM conversations ORDER BY id").fetchall(),
-                raw.execute("SELECT * FROM messages ORDER BY id").fetchall())
+        return (
+            raw.execute("SELECT * FROM conversations ORDER BY id").fetchall(),
+            raw.execute("SELECT * FROM messages ORDER BY id").fetchall(),
+        )
     finally:
         raw.close()
 
@@ -112,37 +135,86 @@ BAD = [  # (file, code, values)
     (ours(with_message(0, content={"text": "hi"})), "bad_field", {"conversation": 1, "field": "messages[0].content"}),
     (ours(with_message(1, outcome="exploded")), "bad_field", {"conversation": 1, "field": "messages[1].outcome"}),
     (ours(with_message(1, details=[1, 2])), "bad_field", {"conversation": 1, "field": "messages[1].details"}),
-    (ours(with_message(1, details={**DETAILS, "tokens": "many"})), "bad_field",
-     {"conversation": 1, "field": "messages[1].details.tokens"}),
-    (ours(with_message(1, details={**DETAILS, "cached": 1})), "bad_field",
-     {"conversation": 1, "field": "messages[1].details.cached"}),
-    (ours(with_message(1, details={**DETAILS, "similarity": "high"})), "bad_field",
-     {"conversation": 1, "field": "messages[1].details.similarity"}),
+    (
+        ours(with_message(1, details={**DETAILS, "tokens": "many"})),
+        "bad_field",
+        {"conversation": 1, "field": "messages[1].details.tokens"},
+    ),
+    (
+        ours(with_message(1, details={**DETAILS, "cached": 1})),
+        "bad_field",
+        {"conversation": 1, "field": "messages[1].details.cached"},
+    ),
+    (
+        ours(with_message(1, details={**DETAILS, "similarity": "high"})),
+        "bad_field",
+        {"conversation": 1, "field": "messages[1].details.similarity"},
+    ),
     (ours(good(created="yesterday")), "bad_field", {"conversation": 1, "field": "created"}),
     (ours(good(created=True)), "bad_field", {"conversation": 1, "field": "created"}),
     (ours(good(created=-5)), "bad_field", {"conversation": 1, "field": "created"}),
     (ours(good(created=10**400)), "bad_field", {"conversation": 1, "field": "created"}),
     (ours(good(created=1e20)), "bad_field", {"conversation": 1, "field": "created"}),
-    (ours(good()).replace(b'"created": 1700000000.0', b'"created": 1e400'), "bad_field",
-     {"conversation": 1, "field": "created"}),  # inf
-    (ours(good()).replace(b'"created": 1700000001.0', b'"created": NaN'), "bad_field",
-     {"conversation": 1, "field": "messages[0].created"}),
-    (ours(good()).replace(b'"created": 1700000002.0', b'"created": -Infinity'), "bad_field",
-     {"conversation": 1, "field": "messages[1].created"}),
-    (ours(good(), good(messages=[{"role": "user"}]), good()), "bad_field",  # the middle one of three
-     {"conversation": 2, "field": "messages[0].content"}),
-    (ours(good(settings={"system_prompt": json.loads("[" * 500 + "]" * 500)})), "bad_field",
-     {"conversation": 1, "field": "settings.system_prompt"}),
-    (ours(with_message(0, content="x" * (TEXT_CHARS + 1))), "too_long",
-     {"conversation": 1, "field": "messages[0].content", "limit": TEXT_CHARS}),
-    (json.dumps([{"mapping": {"a": ["not", "a", "node"]}}]).encode(), "bad_field",
-     {"conversation": 1, "field": "mapping"}),
+    (
+        ours(good()).replace(b'"created": 1700000000.0', b'"created": 1e400'),
+        "bad_field",
+        {"conversation": 1, "field": "created"},
+    ),  # inf
+    (
+        ours(good()).replace(b'"created": 1700000001.0', b'"created": NaN'),
+        "bad_field",
+        {"conversation": 1, "field": "messages[0].created"},
+    ),
+    (
+        ours(good()).replace(b'"created": 1700000002.0', b'"created": -Infinity'),
+        "bad_field",
+        {"conversation": 1, "field": "messages[1].created"},
+    ),
+    (
+        ours(good(), good(messages=[{"role": "user"}]), good()),
+        "bad_field",  # the middle one of three
+        {"conversation": 2, "field": "messages[0].content"},
+    ),
+    (
+        ours(good(settings={"system_prompt": json.loads("[" * 500 + "]" * 500)})),
+        "bad_field",
+        {"conversation": 1, "field": "settings.system_prompt"},
+    ),
+    (
+        ours(with_message(0, content="x" * (TEXT_CHARS + 1))),
+        "too_long",
+        {"conversation": 1, "field": "messages[0].content", "limit": TEXT_CHARS},
+    ),
+    (
+        json.dumps([{"mapping": {"a": ["not", "a", "node"]}}]).encode(),
+        "bad_field",
+        {"conversation": 1, "field": "mapping"},
+    ),
     (json.dumps([{"mapping": []}]).encode(), "bad_field", {"conversation": 1, "field": "mapping"}),
-    (json.dumps([{"mapping": {"a": {"message": ["hi"], "children": []}}}]).encode(), "bad_field",
-     {"conversation": 1, "field": "mapping[…].message"}),
-    (json.dumps([{"mapping": {"a": {"message": {"author": {"role": "user"}, "create_time": 1e300,
-                                                "content": {"content_type": "text", "parts": ["hi"]}}}}}]).encode(),
-     "bad_field", {"conversation": 1, "field": "mapping[…].message.create_time"}),
+    (
+        json.dumps([{"mapping": {"a": {"message": ["hi"], "children": []}}}]).encode(),
+        "bad_field",
+        {"conversation": 1, "field": "mapping[…].message"},
+    ),
+    (
+        json.dumps(
+            [
+                {
+                    "mapping": {
+                        "a": {
+                            "message": {
+                                "author": {"role": "user"},
+                                "create_time": 1e300,
+                                "content": {"content_type": "text", "parts": ["hi"]},
+                            }
+                        }
+                    }
+                }
+            ]
+        ).encode(),
+        "bad_field",
+        {"conversation": 1, "field": "mapping[…].message.create_time"},
+    ),
 ]
 
 
@@ -160,20 +232,39 @@ async def test_a_malformed_file_is_refused_whole_and_changes_nothing(open_store,
 
 def test_refusals_read_in_the_readers_language():
     problem = ImportProblem("bad_field", conversation=3, field="messages[2].created")
-    assert describe(problem, "en") == ("Could not import: conversation 3 in the file: `messages[2].created` is "
-                                       "missing or has the wrong type or value. Nothing was imported.")
-    assert describe(problem, "zh") == "导入失败：文件中第 3 个对话的 `messages[2].created` 缺失，或类型、取值不对。未导入任何对话。"
-    assert describe(ImportProblem("not_json"), "en") == ("Could not import: the file is not JSON (UTF-8). "
-                                                         "Nothing was imported.")
+    assert describe(problem, "en") == (
+        "Could not import: conversation 3 in the file: `messages[2].created` is "
+        "missing or has the wrong type or value. Nothing was imported."
+    )
+    assert (
+        describe(problem, "zh")
+        == "导入失败：文件中第 3 个对话的 `messages[2].created` 缺失，或类型、取值不对。未导入任何对话。"
+    )
+    assert describe(ImportProblem("not_json"), "en") == (
+        "Could not import: the file is not JSON (UTF-8). Nothing was imported."
+    )
     assert describe(ImportProblem("would_drop", n=7, limit=10), "zh") == (
-        "导入失败：此次导入会挤掉你之前的 7 个对话（最多保留 10 个）；请先删除一些，或少导入一些。未导入任何对话。")
+        "导入失败：此次导入会挤掉你之前的 7 个对话（最多保留 10 个）；请先删除一些，或少导入一些。未导入任何对话。"
+    )
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_refusal_has_words_in_both_languages(lang):
     values = {"conversation": 2, "field": "title", "n": 3, "limit": 1}
-    for code in ("not_json", "too_deep", "unknown_format", "bad_file_field", "bad_field", "too_long", "unreadable",
-                 "too_many_conversations", "too_many_messages", "would_drop", "not_uploaded", "not_written"):
+    for code in (
+        "not_json",
+        "too_deep",
+        "unknown_format",
+        "bad_file_field",
+        "bad_field",
+        "too_long",
+        "unreadable",
+        "too_many_conversations",
+        "too_many_messages",
+        "would_drop",
+        "not_uploaded",
+        "not_written",
+    ):
         text = describe(ImportProblem(code, **values), lang)
         assert text.startswith(("Could not import: ", "导入失败：")) and "{" not in text
 
@@ -186,8 +277,9 @@ def test_a_shape_no_check_foresaw_still_names_the_conversation_not_python():
         with pytest.raises(ImportProblem) as caught:
             _one(breaks, error_case, n, Limits())
         assert (caught.value.code, caught.value.values) == ("unreadable", {"conversation": n})
-    assert describe(caught.value, "en") == ("Could not import: conversation 2 in the file could not be read. "
-                                            "Nothing was imported.")
+    assert describe(caught.value, "en") == (
+        "Could not import: conversation 2 in the file could not be read. Nothing was imported."
+    )
 
 
 async def test_an_import_that_would_push_out_earlier_conversations_is_refused(open_store, tmp_path):
@@ -199,8 +291,10 @@ async def test_an_import_that_would_push_out_earlier_conversations_is_refused(op
         await chat(store, "key:bob", f"bob's {i}")  # another owner's count for nothing
     problem = await refused(store, path, ours(*[good(f"new {i}") for i in range(4)]))
     assert (problem.code, problem.values) == ("would_drop", {"n": 2, "limit": 5})
-    assert describe(problem, "en") == ("Could not import: this import would push out 2 of your earlier conversations "
-                                       "(at most 5 are kept); delete some first or import fewer. Nothing was imported.")
+    assert describe(problem, "en") == (
+        "Could not import: this import would push out 2 of your earlier conversations "
+        "(at most 5 are kept); delete some first or import fewer. Nothing was imported."
+    )
     problem = await refused(store, path, ours(*[good(f"new {i}") for i in range(6)]))
     assert (problem.code, problem.values) == ("too_many_conversations", {"n": 6, "limit": 5})
     assert await import_file(store, OWNER, ours(good("one"), good("two"))) == 2  # what fits comes in
@@ -228,29 +322,53 @@ async def test_our_file_comes_in_whole_and_exports_back(open_store, tmp_path):
     assert heaps.created == 1_700_000_000.0 and heaps.settings == {"system_prompt": "be brief", "temperature": 1.0}
     assert [(m.role, m.content, m.reasoning, m.details, m.outcome, m.created) for m in heaps.messages] == [
         ("user", "What is a heap?", "", {}, "", 1_700_000_001.0),
-        ("assistant", "A tree in an array.", "short", DETAILS, "done", 1_700_000_002.0)]
+        ("assistant", "A tree in an array.", "short", DETAILS, "done", 1_700_000_002.0),
+    ]
     assert tries.messages[1].details == {**DETAILS, "similarity": 0.9}  # unknown keys dropped
     assert tries.settings == {"system_prompt": "", "priority": "low", "max_tokens": 64, "top_p": 0.5}
     again = parse_import(to_json(everything).encode())
     assert [(c.title, c.settings, [(m.role, m.content, m.details, m.created) for m in c.messages]) for c in again] == [
-        (c.title, c.settings, [(m.role, m.content, m.details, m.created) for m in c.messages]) for c in everything]
+        (c.title, c.settings, [(m.role, m.content, m.details, m.created) for m in c.messages]) for c in everything
+    ]
     assert "# Heaps" in to_markdown(everything) and "2023-11-14" in to_markdown(everything)
 
 
 async def test_chatgpts_file_comes_in_and_export_all_works_after(open_store, tmp_path):
     store = await open_store(tmp_path / "h.sqlite3")
-    export = [{"title": None, "create_time": None, "mapping": {
-        "root": {"message": None, "parent": None, "children": ["a"]},
-        "a": {"message": {"author": {"role": "user"}, "create_time": 1_690_000_001.0,
-                          "content": {"content_type": "text", "parts": ["How ripe?", {"image": 1}]}},
-              "parent": "root", "children": ["b"]},
-        "b": {"message": {"author": {"role": "assistant"}, "create_time": None,
-                          "content": {"content_type": "text", "parts": ["Soft."]}}, "parent": "a", "children": []}}},
-        {"title": "empty", "mapping": {}}]  # no text messages: not imported
+    export = [
+        {
+            "title": None,
+            "create_time": None,
+            "mapping": {
+                "root": {"message": None, "parent": None, "children": ["a"]},
+                "a": {
+                    "message": {
+                        "author": {"role": "user"},
+                        "create_time": 1_690_000_001.0,
+                        "content": {"content_type": "text", "parts": ["How ripe?", {"image": 1}]},
+                    },
+                    "parent": "root",
+                    "children": ["b"],
+                },
+                "b": {
+                    "message": {
+                        "author": {"role": "assistant"},
+                        "create_time": None,
+                        "content": {"content_type": "text", "parts": ["Soft."]},
+                    },
+                    "parent": "a",
+                    "children": [],
+                },
+            },
+        },
+        {"title": "empty", "mapping": {}},
+    ]  # no text messages: not imported
     assert await import_file(store, OWNER, json.dumps(export).encode()) == 1
     (one,) = await export_all(store)
     assert one.title == "How ripe?" and [(m.role, m.content, m.outcome) for m in one.messages] == [
-        ("user", "How ripe?", ""), ("assistant", "Soft.", "done")]
+        ("user", "How ripe?", ""),
+        ("assistant", "Soft.", "done"),
+    ]
     assert one.messages[0].created == 1_690_000_001.0 and one.messages[1].created == one.created
     (back,) = parse_import(to_json([one]).encode(), Limits())
     assert [(m.role, m.content) for m in back.messages] == [("user", "How ripe?"), ("assistant", "Soft.")]

@@ -30,11 +30,30 @@ def chat(message: str, history: list, max_tokens: int) -> list:
 
 def test_kill_9_during_a_streamed_answer_keeps_every_earlier_message(tmp_path: Path) -> None:
     port = free_port()
-    args = [sys.executable, "app.py", "--port", str(port), "--set", "engine.backend=sim", "--set", "server.ui=true",
-            "--set", "engine.sim.token_latency_ms=20", "--set", "engine.sim.natural_stop=false",
-            "--set", "cache.enabled=false", "--set", "logging.file=", "--set", "monitor.gpu=false",
-            "--set", f"responses.path={tmp_path}/responses.sqlite3",
-            "--set", f"ui.history.path={tmp_path}/conversations.sqlite3"]
+    args = [
+        sys.executable,
+        "app.py",
+        "--port",
+        str(port),
+        "--set",
+        "engine.backend=sim",
+        "--set",
+        "server.ui=true",
+        "--set",
+        "engine.sim.token_latency_ms=20",
+        "--set",
+        "engine.sim.natural_stop=false",
+        "--set",
+        "cache.enabled=false",
+        "--set",
+        "logging.file=",
+        "--set",
+        "monitor.gpu=false",
+        "--set",
+        f"responses.path={tmp_path}/responses.sqlite3",
+        "--set",
+        f"ui.history.path={tmp_path}/conversations.sqlite3",
+    ]
     url = f"http://127.0.0.1:{port}"
     proc = start_app(args, url, timeout_s=90)
     try:

@@ -19,8 +19,21 @@ from tests.ui.test_page_keys import session
 from ui.account.uploads import REFUSED, UploadRefused, uploaded_file
 
 TEAM = "server.keys=[{name: alice, key: sk-alice-0001}, {name: bob, key: sk-bob-000001}]"
-FILE_TYPES = {"file", "uploadbutton", "image", "audio", "video", "gallery", "multimodaltextbox", "model3d",
-              "downloadbutton", "simpleimage", "imageeditor", "chatbot", "dataframe"}
+FILE_TYPES = {
+    "file",
+    "uploadbutton",
+    "image",
+    "audio",
+    "video",
+    "gallery",
+    "multimodaltextbox",
+    "model3d",
+    "downloadbutton",
+    "simpleimage",
+    "imageeditor",
+    "chatbot",
+    "dataframe",
+}
 SECRET = "the server's own secret 4d1f"
 
 
@@ -60,8 +73,10 @@ def join(http: httpx.Client, config: dict, fn_index: int, position: int, value: 
     defaults = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
     data = [defaults.get(component) for component in config["dependencies"][fn_index]["inputs"]]
     data[position] = value
-    joined = http.post("/gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "session_hash": "s1",
-                                                       "trigger_id": None, "event_data": None})
+    joined = http.post(
+        "/gradio_api/queue/join",
+        json={"data": data, "fn_index": fn_index, "session_hash": "s1", "trigger_id": None, "event_data": None},
+    )
     if joined.status_code != 200:
         return joined.status_code, joined.text
     with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": "s1"}, timeout=30) as stream:
@@ -74,8 +89,7 @@ def join(http: httpx.Client, config: dict, fn_index: int, position: int, value: 
 
 
 @pytest.mark.parametrize("keyed", [True, False])
-def test_no_file_input_opens_a_server_path(team: LiveServer, make_ui_server, secrets: list[Path],
-                                           keyed: bool) -> None:
+def test_no_file_input_opens_a_server_path(team: LiveServer, make_ui_server, secrets: list[Path], keyed: bool) -> None:
     live = team if keyed else make_ui_server()
     headers = session(live, "sk-bob-000001") if keyed else {}
     with httpx.Client(base_url=live.url, headers=headers, timeout=30) as http:
@@ -85,8 +99,13 @@ def test_no_file_input_opens_a_server_path(team: LiveServer, make_ui_server, sec
         for fn_index, position, kind in sorted(endpoints, key=lambda e: e[2] == "chatbot"):
             for secret in [*secrets, Path("/nonexistent/x.json")]:
                 reference = file_data(str(secret))
-                value = [reference] if kind in ("gallery",) else \
-                    [{"role": "user", "content": [{"file": reference}]}] if kind == "chatbot" else reference
+                value = (
+                    [reference]
+                    if kind in ("gallery",)
+                    else [{"role": "user", "content": [{"file": reference}]}]
+                    if kind == "chatbot"
+                    else reference
+                )
                 status, said = join(http, config, fn_index, position, value)
                 assert SECRET not in said and str(secret) not in said, (fn_index, kind, said[:300])
                 assert status == 403 and REFUSED in said, (fn_index, kind, status, said[:300])
@@ -97,7 +116,9 @@ def test_a_file_another_session_uploaded_is_refused(team: LiveServer, tmp_path: 
     mine.write_text("a prompt of alice's\n")
     alice, bob = session(team, "sk-alice-0001"), session(team, "sk-bob-000001")
     with httpx.Client(base_url=team.url, timeout=30) as http:
-        uploaded = http.post("/gradio_api/upload", headers=alice, files={"files": ("mine.txt", mine.read_bytes())}).json()
+        uploaded = http.post(
+            "/gradio_api/upload", headers=alice, files={"files": ("mine.txt", mine.read_bytes())}
+        ).json()
         config = http.get("/config", headers=alice).json()
         fn_index, position, _ = next(e for e in file_endpoints(config) if e[2] == "file")
         http.headers.update(bob)
@@ -134,12 +155,16 @@ def test_a_handler_opens_only_files_in_the_upload_folder(tmp_path: Path) -> None
     assert uploaded_file(None) is None
 
 
-@pytest.mark.parametrize("component", [
-    {"component": "chatbot", "value": [], "constructor_args": {"avatar_images": ["{secret}", None]}, "props": {}},
-    {"component": "button", "value": "x", "constructor_args": {"icon": "{secret}"}, "props": {}},
-])
-def test_a_chat_message_that_builds_a_component_is_refused(team: LiveServer, secrets: list[Path],
-                                                           component: dict) -> None:
+@pytest.mark.parametrize(
+    "component",
+    [
+        {"component": "chatbot", "value": [], "constructor_args": {"avatar_images": ["{secret}", None]}, "props": {}},
+        {"component": "button", "value": "x", "constructor_args": {"icon": "{secret}"}, "props": {}},
+    ],
+)
+def test_a_chat_message_that_builds_a_component_is_refused(
+    team: LiveServer, secrets: list[Path], component: dict
+) -> None:
     """A Chatbot message of type "component" builds one on the server from the client's
     arguments; an avatar or icon path would be copied into Gradio's cache, served by /file=."""
     message = json.loads(json.dumps({"type": "component", **component}).replace("{secret}", str(secrets[2])))
@@ -151,10 +176,13 @@ def test_a_chat_message_that_builds_a_component_is_refused(team: LiveServer, sec
 
 
 def test_an_upload_named_the_rfc_5987_way_is_a_400_without_a_traceback(team: LiveServer, caplog) -> None:
-    body = (b'--xx\r\nContent-Disposition: form-data; name="files"; filename*=UTF-8\'\'..%2F..%2Fevil.txt\r\n'
-            b'Content-Type: text/plain\r\n\r\nhello\r\n--xx--\r\n')
+    body = (
+        b"--xx\r\nContent-Disposition: form-data; name=\"files\"; filename*=UTF-8''..%2F..%2Fevil.txt\r\n"
+        b"Content-Type: text/plain\r\n\r\nhello\r\n--xx--\r\n"
+    )
     with httpx.Client(base_url=team.url, headers=session(team, "sk-bob-000001"), timeout=30) as http:
-        answer = http.post("/gradio_api/upload", content=body,
-                           headers={"Content-Type": "multipart/form-data; boundary=xx"})
+        answer = http.post(
+            "/gradio_api/upload", content=body, headers={"Content-Type": "multipart/form-data; boundary=xx"}
+        )
     assert answer.status_code == 400, answer.text
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]

@@ -57,8 +57,9 @@ def every_route(routes: list[BaseRoute], prefix: str = "") -> list[tuple[str, st
             out += every_route(route.routes, prefix + route.path)
             continue
         path = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: PARAMS.get(m[1], "x"), prefix + getattr(route, "path", ""))
-        out += [(method, path or "/") for method in sorted(getattr(route, "methods", None) or {"GET"})
-                if method != "HEAD"]
+        out += [
+            (method, path or "/") for method in sorted(getattr(route, "methods", None) or {"GET"}) if method != "HEAD"
+        ]
     return out
 
 
@@ -76,14 +77,27 @@ def test_every_route_refuses_a_call_without_a_key(keyed: LiveServer) -> None:
     /openapi.json too) or the page's (its scripts, Gradio's heartbeat, cancel, upload and file
     routes), found from the app itself so a new one is covered; only the sign-in form, /livez and /healthz answer."""
     routes = every_route(keyed.server.config.app.routes)
-    assert {("GET", "/metrics"), ("GET", "/docs"), ("POST", "/v1/chat/completions"), ("POST", "/gradio_api/upload"),
-            ("GET", "/gradio_api/heartbeat/x"), ("GET", "/assets/x")} <= set(routes)  # the walk reached into the mount
+    assert {
+        ("GET", "/metrics"),
+        ("GET", "/docs"),
+        ("POST", "/v1/chat/completions"),
+        ("POST", "/gradio_api/upload"),
+        ("GET", "/gradio_api/heartbeat/x"),
+        ("GET", "/assets/x"),
+    } <= set(routes)  # the walk reached into the mount
     with httpx.Client(base_url=keyed.url, timeout=10) as http:
-        answers = {(method, path): answer(http, method, path) for method, path in routes if (method, path) not in ANONYMOUS}
+        answers = {
+            (method, path): answer(http, method, path) for method, path in routes if (method, path) not in ANONYMOUS
+        }
         answered = {route: status for route, status in answers.items() if status not in (401, 403)}
         assert answered == KNOWN_GAPS, "\n".join(map(str, answered.items()))
-        for path in ("/gradio_api/call/respond", "/gradio_api/queue/join", "/gradio_api/run/respond",
-                     "/gradio_api/cancel", "/gradio_api/upload"):
+        for path in (
+            "/gradio_api/call/respond",
+            "/gradio_api/queue/join",
+            "/gradio_api/run/respond",
+            "/gradio_api/cancel",
+            "/gradio_api/upload",
+        ):
             assert http.post(path, json={"data": CHAT, "fn_index": 0, "session_hash": "s"}).status_code == 401
         for path in ("/config", "/gradio_api/info", "/gradio_api/heartbeat/s", "/assets/index.js", "/theme.css"):
             assert http.get(path).status_code == 401, path
@@ -122,8 +136,12 @@ def test_a_signed_in_page_runs_as_its_caller(keyed: LiveServer) -> None:
     assert finished.count((key_name("prisecret"), "high")) == 3  # its batch too: the key outranks the body
     finished_ids = keyed.services.scheduler.state.finished.items()
     log_ids = [rid for rid, info in finished_ids if info["caller"] == key_name("k1secret")]
-    status = httpx.get(keyed.url + "/v1/queue/status", params={"request_id": log_ids[0]},
-                       headers={"Authorization": "Bearer k1secret"}, timeout=10).json()
+    status = httpx.get(
+        keyed.url + "/v1/queue/status",
+        params={"request_id": log_ids[0]},
+        headers={"Authorization": "Bearer k1secret"},
+        timeout=10,
+    ).json()
     assert status["state"] == "finished" and status["caller"] == key_name("k1secret")
 
 
@@ -166,13 +184,21 @@ def _anonymous(live: LiveServer) -> dict[str, str]:
     return {"Cookie": f"gptoss_session={response.cookies['gptoss_session']}"}
 
 
-@pytest.mark.parametrize("method, path, status, allow", [
-    ("GET", "/v1/chat/completions", 405, "POST"), ("PUT", "/v1/chat/completions", 405, "POST"),
-    ("DELETE", "/v1/chat/completions", 405, "POST"), ("POST", "/v1/models", 405, "GET"),
-    ("PUT", "/v1/cache", 405, "DELETE"), ("POST", "/v1/queue/status", 405, "GET"), ("GET", "/v1/nope", 404, None),
-])
-def test_api_paths_answer_openai_errors_with_the_page_on(keyed: LiveServer, method: str, path: str, status: int,
-                                                          allow: str | None) -> None:
+@pytest.mark.parametrize(
+    "method, path, status, allow",
+    [
+        ("GET", "/v1/chat/completions", 405, "POST"),
+        ("PUT", "/v1/chat/completions", 405, "POST"),
+        ("DELETE", "/v1/chat/completions", 405, "POST"),
+        ("POST", "/v1/models", 405, "GET"),
+        ("PUT", "/v1/cache", 405, "DELETE"),
+        ("POST", "/v1/queue/status", 405, "GET"),
+        ("GET", "/v1/nope", 404, None),
+    ],
+)
+def test_api_paths_answer_openai_errors_with_the_page_on(
+    keyed: LiveServer, method: str, path: str, status: int, allow: str | None
+) -> None:
     response = httpx.request(method, keyed.url + path, headers={"Authorization": "Bearer k1secret"}, timeout=10)
     assert response.status_code == status and sorted(response.json()["error"]) == ["code", "message", "param", "type"]
     assert response.headers.get("allow") == allow
@@ -195,8 +221,12 @@ def test_page_batch_and_api_count_against_the_same_caller(make_ui_server: Callab
     alice = Client(live.url + "/", headers=session(live, "sk-alice-0001"), verbose=False)
     alice.predict(*CHAT, api_name="/respond")
     alice.predict("one\ntwo", None, "low", 2, "English", api_name="/batch")
-    api = httpx.post(live.url + "/v1/chat/completions", headers={"Authorization": "Bearer sk-alice-0001"}, timeout=30,
-                     json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    api = httpx.post(
+        live.url + "/v1/chat/completions",
+        headers={"Authorization": "Bearer sk-alice-0001"},
+        timeout=30,
+        json={"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+    )
     assert api.headers["x-ratelimit-remaining-requests"] == "0"  # page 1 + batch 2 + this one
     used = httpx.get(live.url + "/v1/usage", headers={"Authorization": "Bearer sk-alice-0001"}, timeout=10).json()
     assert used["data"][0]["requests"] == 4 and used["data"][0]["completion_tokens"] > 0

@@ -18,9 +18,13 @@ def post_sign_in(live: LiveServer, headers: dict[str, str]) -> httpx.Response:
 
 def test_a_post_from_another_site_is_refused(make_ui_server) -> None:
     live = make_ui_server(TEAM)
-    for headers in ({"Origin": "https://evil.example"}, {"Referer": "https://evil.example/form.html"},
-                    {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"},
-                    {"Origin": live.url.replace("127.0.0.1", "localhost")}):
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Referer": "https://evil.example/form.html"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Origin": live.url.replace("127.0.0.1", "localhost")},
+    ):
         refused = post_sign_in(live, headers)
         assert refused.status_code == 403 and "gptoss_session" not in refused.cookies, headers
     for headers in ({"Origin": live.url}, {"Referer": live.url + "/signin"}, {"Sec-Fetch-Site": "same-origin"}, {}):

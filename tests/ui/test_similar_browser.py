@@ -22,11 +22,15 @@ def set_number(page: Page, label: str, value: float) -> None:
     expect(box).to_have_value(str(value))
 
 
-def test_a_similar_answer_is_marked_and_the_model_can_answer_instead(open_page: Callable, shot: Callable,  # noqa: F811
-                                                                     tmp_path: Path) -> None:
+def test_a_similar_answer_is_marked_and_the_model_can_answer_instead(
+    open_page: Callable,
+    shot: Callable,
+    tmp_path: Path,
+) -> None:
     with contextlib.ExitStack() as stack:
-        live = start_server(stack, UI, QUICK, "cache.enabled=true", f"cache.path={tmp_path}/cache.sqlite3",
-                            "cache.similar.enabled=true")
+        live = start_server(
+            stack, UI, QUICK, "cache.enabled=true", f"cache.path={tmp_path}/cache.sqlite3", "cache.similar.enabled=true"
+        )
         page = open_page(live)
         open_advanced(page)
         set_number(page, "Temperature", 0)  # only deterministic requests are answered from the cache

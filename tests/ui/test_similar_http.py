@@ -24,8 +24,15 @@ SETTINGS = ["be brief", "medium", 8, 0, 1, "medium", 300, "English"]  # system .
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     path = tmp_path_factory.mktemp("similar-page") / "cache.sqlite3"
     with contextlib.ExitStack() as stack:
-        yield start_server(stack, UI, TEAM, "cache.enabled=true", f"cache.path={path}", "cache.similar.enabled=true",
-                           "cache.namespace_by_key=true")
+        yield start_server(
+            stack,
+            UI,
+            TEAM,
+            "cache.enabled=true",
+            f"cache.path={path}",
+            "cache.similar.enabled=true",
+            "cache.namespace_by_key=true",
+        )
 
 
 @pytest.fixture(scope="module")

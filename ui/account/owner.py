@@ -39,8 +39,12 @@ class BrowserId:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/" or scope["method"] != "GET" or \
-                _VALID.match(Request(scope).cookies.get(BROWSER_COOKIE) or ""):
+        if (
+            scope["type"] != "http"
+            or scope["path"] != "/"
+            or scope["method"] != "GET"
+            or _VALID.match(Request(scope).cookies.get(BROWSER_COOKIE) or "")
+        ):
             await self.app(scope, receive, send)
             return
         value = secrets.token_urlsafe(32)
@@ -48,8 +52,10 @@ class BrowserId:
         async def with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 headers = MutableHeaders(scope=message)
-                headers.append("set-cookie", f"{BROWSER_COOKIE}={value}; Max-Age={BROWSER_COOKIE_MAX_AGE_S}; "
-                                             "Path=/; HttpOnly; SameSite=Strict")
+                headers.append(
+                    "set-cookie",
+                    f"{BROWSER_COOKIE}={value}; Max-Age={BROWSER_COOKIE_MAX_AGE_S}; Path=/; HttpOnly; SameSite=Strict",
+                )
             await send(message)
 
         await self.app(scope, receive, with_cookie)

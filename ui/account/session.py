@@ -39,8 +39,11 @@ class Sessions:
             return None
         self._expire()
         token = secrets.token_urlsafe(32)
-        self._open[token] = (self.keyring.caller_for(key or None), digest(key) if key else None,
-                             self.clock() + SESSION_TTL_S)
+        self._open[token] = (
+            self.keyring.caller_for(key or None),
+            digest(key) if key else None,
+            self.clock() + SESSION_TTL_S,
+        )
         return token
 
     def sign_out(self, token: str | None) -> None:
@@ -78,8 +81,12 @@ class PageGuard:
         self.api_routes = api_routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or not self.sessions.required or self._api(scope) \
-                or self.sessions.caller(Request(scope).cookies.get(COOKIE)) is not None:
+        if (
+            scope["type"] not in ("http", "websocket")
+            or not self.sessions.required
+            or self._api(scope)
+            or self.sessions.caller(Request(scope).cookies.get(COOKIE)) is not None
+        ):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "http" and scope["path"] == "/" and scope["method"] in ("GET", "HEAD"):
@@ -92,5 +99,6 @@ class PageGuard:
     def _api(self, scope: Scope) -> bool:
         """Only a full match: a path the API has with another method falls through to the page
         (`HEAD /openapi.json` would reach Gradio's own), so it needs a session like the page."""
-        return any(not isinstance(route, Mount) and route.matches(scope)[0] is Match.FULL
-                   for route in self.api_routes())
+        return any(
+            not isinstance(route, Mount) and route.matches(scope)[0] is Match.FULL for route in self.api_routes()
+        )

@@ -29,8 +29,9 @@ def add_sign_in(app: FastAPI, sessions: Sessions, server: ServerConfig) -> None:
         if token is None:
             return HTMLResponse(_form(sessions, "That key is not known here."), status_code=401)
         response = RedirectResponse("/", status_code=303)
-        response.set_cookie(COOKIE, token, max_age=SESSION_TTL_S, httponly=True, samesite="lax",
-                            secure=is_https(request, server))
+        response.set_cookie(
+            COOKIE, token, max_age=SESSION_TTL_S, httponly=True, samesite="lax", secure=is_https(request, server)
+        )
         return response
 
     @app.post("/signout", include_in_schema=False)
@@ -77,8 +78,13 @@ def _host_origin(request: Request) -> str | None:
 
 
 def _form(sessions: Sessions, problem: str) -> str:
-    anonymous = "" if sessions.keyring.keys_required else (
-        '<button name="anonymous" value="1" type="submit" class="plain" id="anonymous">Continue without a key</button>')
+    anonymous = (
+        ""
+        if sessions.keyring.keys_required
+        else (
+            '<button name="anonymous" value="1" type="submit" class="plain" id="anonymous">Continue without a key</button>'
+        )
+    )
     note = f'<p class="problem">{html.escape(problem)}</p>' if problem else ""
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sign in · GPT-OSS WebUI</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">

@@ -25,17 +25,26 @@ def usage_html(services: Services, caller: Caller, code: str) -> str:
         return ""
     own = _accounts(services, caller, caller.name)[0]
     quota = own.limits.daily_tokens
-    text = message(code, "usage", tokens=own.tokens_today, quota="" if quota is None else f" / {quota}",
-                   requests=own.usage.requests, limits=limits_text(own.limits, code))
+    text = message(
+        code,
+        "usage",
+        tokens=own.tokens_today,
+        quota="" if quota is None else f" / {quota}",
+        requests=own.usage.requests,
+        limits=limits_text(own.limits, code),
+    )
     return f'<div id="usage" style="font-size:0.9em;opacity:0.8">{html.escape(text)}</div>'
 
 
 def users_markdown(services: Services, caller: Caller, code: str) -> str:
     if not caller.admin or not services.keyring.any_keys:
         return ""
-    rows = [f"| {a.caller} | {a.usage.requests} | {a.usage.prompt_tokens} / {a.usage.completion_tokens} | "
-            f"{a.usage.cache_hits} | {a.usage.rejections} | {_mean_wait(a)} | {a.tokens_today} | "
-            f"{limits_text(a.limits, code)} |" for a in _accounts(services, caller)]
+    rows = [
+        f"| {a.caller} | {a.usage.requests} | {a.usage.prompt_tokens} / {a.usage.completion_tokens} | "
+        f"{a.usage.cache_hits} | {a.usage.rejections} | {_mean_wait(a)} | {a.tokens_today} | "
+        f"{limits_text(a.limits, code)} |"
+        for a in _accounts(services, caller)
+    ]
     header = message(code, "users_header")
     return f"\n\n#### {message(code, 'users_title')}\n\n{header}\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
 

@@ -14,8 +14,14 @@ class SettingsError(ValueError):
     pass
 
 
-def apply_limits(scheduler: Scheduler, engine: EngineBackend, caller: Caller, max_concurrency: int,
-                 max_queue_size: int, low_max_wait_s: float) -> str:
+def apply_limits(
+    scheduler: Scheduler,
+    engine: EngineBackend,
+    caller: Caller,
+    max_concurrency: int,
+    max_queue_size: int,
+    low_max_wait_s: float,
+) -> str:
     _check_admin(caller)
     lo, hi = field_bounds(SchedulerConfig, "max_concurrency")
     hi = min(hi, engine.capabilities.max_num_seqs or hi)

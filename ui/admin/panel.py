@@ -25,10 +25,17 @@ def build_operator_panel(page: Page, t: gr.I18n) -> OperatorPanel:
         server_wide = gr.Markdown(f"#### {EN['server_wide']}")
         lo, hi = field_bounds(SchedulerConfig, "max_concurrency")
         with gr.Row():
-            concurrency = gr.Number(cfg.scheduler.max_concurrency, precision=0, minimum=lo, maximum=hi,
-                                    label=t("max_concurrency"), elem_id="max-concurrency")
-            queue_size = gr.Number(cfg.scheduler.max_queue_size, precision=0, label=t("queue_size"),
-                                   elem_id="queue-size")
+            concurrency = gr.Number(
+                cfg.scheduler.max_concurrency,
+                precision=0,
+                minimum=lo,
+                maximum=hi,
+                label=t("max_concurrency"),
+                elem_id="max-concurrency",
+            )
+            queue_size = gr.Number(
+                cfg.scheduler.max_queue_size, precision=0, label=t("queue_size"), elem_id="queue-size"
+            )
             low_wait = gr.Number(cfg.scheduler.max_wait_s.low, label=t("low_wait"), elem_id="low-wait")
         apply = gr.Button(t("apply"), elem_id="apply-limits")
         with gr.Row():
@@ -55,8 +62,18 @@ def build_operator_panel(page: Page, t: gr.I18n) -> OperatorPanel:
         return conc, size, wait, f"preset {name} applied"
 
     apply.click(limits, [concurrency, queue_size, low_wait], operator_status, concurrency_limit=None)
-    apply_preset_button.click(use_preset, [preset], [concurrency, queue_size, low_wait, operator_status],
-                              concurrency_limit=None)
-    return OperatorPanel(group, {concurrency: "max_concurrency", queue_size: "queue_size", low_wait: "low_wait",
-                                 apply: "apply", preset: "preset", apply_preset_button: "apply_preset",
-                                 server_wide: "server_wide"})
+    apply_preset_button.click(
+        use_preset, [preset], [concurrency, queue_size, low_wait, operator_status], concurrency_limit=None
+    )
+    return OperatorPanel(
+        group,
+        {
+            concurrency: "max_concurrency",
+            queue_size: "queue_size",
+            low_wait: "low_wait",
+            apply: "apply",
+            preset: "preset",
+            apply_preset_button: "apply_preset",
+            server_wide: "server_wide",
+        },
+    )

@@ -55,12 +55,33 @@ def build_admin_tab(page: Page, t: gr.I18n) -> tuple[Labels, gr.Tab]:
     for opened in (p.refresh.click, tab.select):
         opened(handlers.overview, [p.days], outputs, concurrency_limit=None)
     for button, action in ((p.make, "make"), (p.rotate, "rotate"), (p.revoke, "revoke")):
-        button.click(handlers.changing(action), [p.key_name, p.key_class, p.daily], [p.secret, p.keys, p.audit],
-                     concurrency_limit=None)
-    return ({tab: "admin", p.days: "days", p.refresh: "refresh", p.export: "download_csv", p.chart: "usage_chart",
-             p.table: "usage_table", p.now: "requests_now", p.keys: "keys", p.key_name: "key_name",
-             p.key_class: "priority", p.daily: "daily_tokens", p.make: "make_key", p.rotate: "rotate_key",
-             p.revoke: "revoke_key", p.secret: "new_secret", p.audit: "audit"}, tab)
+        button.click(
+            handlers.changing(action),
+            [p.key_name, p.key_class, p.daily],
+            [p.secret, p.keys, p.audit],
+            concurrency_limit=None,
+        )
+    return (
+        {
+            tab: "admin",
+            p.days: "days",
+            p.refresh: "refresh",
+            p.export: "download_csv",
+            p.chart: "usage_chart",
+            p.table: "usage_table",
+            p.now: "requests_now",
+            p.keys: "keys",
+            p.key_name: "key_name",
+            p.key_class: "priority",
+            p.daily: "daily_tokens",
+            p.make: "make_key",
+            p.rotate: "rotate_key",
+            p.revoke: "revoke_key",
+            p.secret: "new_secret",
+            p.audit: "audit",
+        },
+        tab,
+    )
 
 
 def _layout(t: gr.I18n) -> _Parts:
@@ -82,8 +103,9 @@ def _layout(t: gr.I18n) -> _Parts:
         revoke = gr.Button(t("revoke_key"), elem_id="admin-revoke-key")
     secret = gr.Textbox(label=t("new_secret"), elem_id="admin-secret", interactive=False)
     audit = gr.Dataframe(headers=AUDIT_COLUMNS, label=t("audit"), elem_id="admin-audit", interactive=False)
-    return _Parts(days, refresh, export, chart, table, now, keys, key_name, key_class, daily, make, rotate, revoke,
-                  secret, audit)
+    return _Parts(
+        days, refresh, export, chart, table, now, keys, key_name, key_class, daily, make, rotate, revoke, secret, audit
+    )
 
 
 class _Handlers:
@@ -104,13 +126,13 @@ class _Handlers:
         rows = await _usage_by_day(page, int(span or 7))
         text = io.StringIO(newline="")
         csv.writer(text).writerows([USAGE_COLUMNS, *rows])
-        path = write_private(private_folder_in(get_upload_folder(), "gptoss-usage-") / "usage-by-day.csv",
-                             text.getvalue())
+        path = write_private(
+            private_folder_in(get_upload_folder(), "gptoss-usage-") / "usage-by-day.csv", text.getvalue()
+        )
         plotted = pd.DataFrame([(r[0], r[1], r[3] + r[4]) for r in rows], columns=["day", "user", "tokens"])
         return (plotted, rows, str(path), _now_rows(page), await _key_rows(page), await _audit_rows(page))
 
-    async def change(self, action: str, name: str, cls: str, daily_tokens: float | None, request: gr.Request
-                     ) -> tuple:
+    async def change(self, action: str, name: str, cls: str, daily_tokens: float | None, request: gr.Request) -> tuple:
         actor, services = self.admin_of(request), self.page.services
         shown, name = "", name.strip() if isinstance(name, str) else ""
         try:
@@ -130,6 +152,7 @@ class _Handlers:
     def changing(self, action: str):  # noqa: ANN202 - a Gradio handler, its request found by its annotation
         async def handler(name: str, cls: str, daily_tokens: float | None, request: gr.Request) -> tuple:
             return await self.change(action, name, cls, daily_tokens, request)
+
         return handler
 
 
@@ -139,8 +162,17 @@ async def _usage_by_day(page: Page, days: int) -> list[list]:
     start = end - max(1, min(90, days)) * DAY
     rows = await usage_rows(services.pipeline.usage, services.usage_file, start, end)
     found = usage_page(rows, start, end, "1d", 90, ("api_key_id",), services.engine.capabilities.model)
-    return [[time.strftime("%Y-%m-%d", time.gmtime(b["start_time"])), r["api_key_id"], r["num_model_requests"],
-             r["input_tokens"], r["output_tokens"]] for b in found.buckets for r in b["results"]]
+    return [
+        [
+            time.strftime("%Y-%m-%d", time.gmtime(b["start_time"])),
+            r["api_key_id"],
+            r["num_model_requests"],
+            r["input_tokens"],
+            r["output_tokens"],
+        ]
+        for b in found.buckets
+        for r in b["results"]
+    ]
 
 
 def _now_rows(page: Page) -> list[list]:
@@ -148,8 +180,9 @@ def _now_rows(page: Page) -> list[list]:
     for ticket in list(page.services.scheduler.state.tickets.values()):
         r = ticket.request
         waited = (r.dispatched_at or now) - r.arrival
-        out.append([r.caller, r.priority.value, r.state.value, round(waited, 1), r.prompt.num_tokens,
-                    r.params.max_tokens])
+        out.append(
+            [r.caller, r.priority.value, r.state.value, round(waited, 1), r.prompt.num_tokens, r.params.max_tokens]
+        )
     return out
 
 
@@ -157,15 +190,29 @@ async def _key_rows(page: Page) -> list[list]:
     services = page.services
     if services.key_store is None:
         return [[c.name, c.key_class.value if c.key_class else "", "config", "", ""] for c in services.keyring.named()]
-    return [[k["name"], k["class"] or "", k["source"], ", ".join(f"{n} {v}" for n, v in k["limits"].items() if v),
-             time.strftime("%Y-%m-%d %H:%M", time.gmtime(k["created_at"])) if k["created_at"] else ""]
-            for k in await key_admin.listed(services.keyring, services.key_store)]
+    return [
+        [
+            k["name"],
+            k["class"] or "",
+            k["source"],
+            ", ".join(f"{n} {v}" for n, v in k["limits"].items() if v),
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(k["created_at"])) if k["created_at"] else "",
+        ]
+        for k in await key_admin.listed(services.keyring, services.key_store)
+    ]
 
 
 async def _audit_rows(page: Page) -> list[list]:
     store = page.services.key_store
     if store is None:
         return []
-    return [[time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["at"])), e["actor"], e["action"], e["target"],
-             ", ".join(f"{k} {v}" for k, v in e["detail"].items() if v is not None)]
-            for e in await store.audit_log(50)]
+    return [
+        [
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e["at"])),
+            e["actor"],
+            e["action"],
+            e["target"],
+            ", ".join(f"{k} {v}" for k, v in e["detail"].items() if v is not None),
+        ]
+        for e in await store.audit_log(50)
+    ]

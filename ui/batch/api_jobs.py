@@ -18,18 +18,38 @@ ENDPOINT = "/v1/chat/completions"
 JOBS_SHOWN = 20
 
 
-async def submit(store: BatchStore, runner: BatchRunner, config: Config, caller: Caller, model: str,
-                 prompts: list[str], temperature: float) -> dict:
+async def submit(
+    store: BatchStore,
+    runner: BatchRunner,
+    config: Config,
+    caller: Caller,
+    model: str,
+    prompts: list[str],
+    temperature: float,
+) -> dict:
     """The new batch; StorageFull where the caller has too many files or unfinished batches."""
     if await store.unfinished_of(caller.name) >= config.batches.max_unfinished:
         raise StorageFull(f"{config.batches.max_unfinished} of your batches are not finished yet")
-    lines = [{"custom_id": f"prompt-{i + 1}", "method": "POST", "url": ENDPOINT,
-              "body": {"model": model, "messages": [{"role": "user", "content": p}], "temperature": temperature}}
-             for i, p in enumerate(prompts)]
+    lines = [
+        {
+            "custom_id": f"prompt-{i + 1}",
+            "method": "POST",
+            "url": ENDPOINT,
+            "body": {"model": model, "messages": [{"role": "user", "content": p}], "temperature": temperature},
+        }
+        for i, p in enumerate(prompts)
+    ]
     content = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
     uploaded = await store.put_file(caller.name, "batch", "page-prompts.jsonl", content)
-    state = shapes.new_batch(new_id("batch"), uploaded.id, ENDPOINT, "24h", {"source": "page"}, store.clock(),
-                             config.batches.completion_window_s)
+    state = shapes.new_batch(
+        new_id("batch"),
+        uploaded.id,
+        ENDPOINT,
+        "24h",
+        {"source": "page"},
+        store.clock(),
+        config.batches.completion_window_s,
+    )
     await store.put_batch(caller.name, caller.cache_namespace, state)
     runner.add(caller.name, caller.cache_namespace, state)
     return state
@@ -43,8 +63,17 @@ async def rows(store: BatchStore, caller: Caller) -> list[list]:
             state = shapes.with_counts(state, await store.counts(state["id"]))
         counts = state["request_counts"]
         done = counts["completed"] + counts["failed"]
-        out.append([state["id"], state["status"], bar(done, counts["total"]), counts["completed"], counts["failed"],
-                    counts["total"], (state.get("metadata") or {}).get("source", "api")])
+        out.append(
+            [
+                state["id"],
+                state["status"],
+                bar(done, counts["total"]),
+                counts["completed"],
+                counts["failed"],
+                counts["total"],
+                (state.get("metadata") or {}).get("source", "api"),
+            ]
+        )
     return out
 
 

@@ -42,8 +42,11 @@ def parse_prompts(text: str | None, path: Path | None = None) -> list[str]:
         if path.suffix.lower() not in (".txt", ".jsonl"):
             raise BatchInputError(f"{path.name}: upload a .txt or .jsonl file")
         content = path.read_text(encoding="utf-8", errors="replace")
-        prompts += _jsonl_prompts(content) if path.suffix.lower() == ".jsonl" else \
-            [line.strip() for line in content.splitlines() if line.strip()]
+        prompts += (
+            _jsonl_prompts(content)
+            if path.suffix.lower() == ".jsonl"
+            else [line.strip() for line in content.splitlines() if line.strip()]
+        )
     if not prompts:
         raise BatchInputError("no prompts: paste one per line or upload a file")
     if len(prompts) > MAX_PROMPTS:
@@ -67,9 +70,14 @@ def _jsonl_prompts(content: str) -> list[str]:
     return out
 
 
-async def run_batch(pipeline: ChatPipeline, caller: Caller, prompts: list[str], settings: ChatSettings,
-                    concurrency: int, progress: Callable[[int, int], None] = lambda done, total: None,
-                    ) -> list[BatchResult]:
+async def run_batch(
+    pipeline: ChatPipeline,
+    caller: Caller,
+    prompts: list[str],
+    settings: ChatSettings,
+    concurrency: int,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+) -> list[BatchResult]:
     gate = asyncio.Semaphore(max(1, concurrency))
     results: list[BatchResult | None] = [None] * len(prompts)
     done = 0
@@ -85,12 +93,20 @@ async def run_batch(pipeline: ChatPipeline, caller: Caller, prompts: list[str], 
     return [r for r in results if r is not None]
 
 
-async def _answer(pipeline: ChatPipeline, caller: Caller, index: int, prompt: str,
-                  settings: ChatSettings) -> BatchResult:
+async def _answer(
+    pipeline: ChatPipeline, caller: Caller, index: int, prompt: str, settings: ChatSettings
+) -> BatchResult:
     async for event in run_chat(pipeline, caller, [{"role": "user", "content": prompt}], settings):
         if isinstance(event, Finished):
-            return BatchResult(index, prompt, event.text, "cached" if event.cached else "ok",
-                               event.usage.completion_tokens, round(event.queue_wait_s, 2), event.reasoning)
+            return BatchResult(
+                index,
+                prompt,
+                event.text,
+                "cached" if event.cached else "ok",
+                event.usage.completion_tokens,
+                round(event.queue_wait_s, 2),
+                event.reasoning,
+            )
         if isinstance(event, Refused):
             return BatchResult(index, prompt, event.partial_text, f"error: {event.refusal.message}", 0, 0.0)
     return BatchResult(index, prompt, "", "error: no answer", 0, 0.0)
@@ -101,8 +117,9 @@ def write_results(results: list[BatchResult], fmt: str, directory: Path) -> Path
     private_dir(directory)
     rows = [asdict(r) for r in results]
     if fmt == "jsonl":
-        return write_private(directory / "batch-results.jsonl",
-                             "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        return write_private(
+            directory / "batch-results.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        )
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=list(BatchResult.__dataclass_fields__))
     writer.writeheader()

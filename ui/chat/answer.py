@@ -88,8 +88,9 @@ class _Recorder:
 
     async def start(self) -> None:
         if (owner := self.book.writer) is not None and self.book.conversation_id is not None:
-            self.message_id = await self.book.store.add(owner, self.book.conversation_id,
-                                                        StoredMessage("assistant", "", outcome=STREAMING))
+            self.message_id = await self.book.store.add(
+                owner, self.book.conversation_id, StoredMessage("assistant", "", outcome=STREAMING)
+            )
             self.last = self.book.clock()
 
     async def progress(self, shown: ShownAnswer) -> None:
@@ -102,8 +103,14 @@ class _Recorder:
             message_id, self.message_id = self.message_id, None
             await self._write(shown, outcome, reason, details or {}, message_id)
 
-    async def _write(self, shown: ShownAnswer, outcome: str, reason: str = "", details: dict | None = None,
-                     message_id: int | None = None) -> None:
+    async def _write(
+        self,
+        shown: ShownAnswer,
+        outcome: str,
+        reason: str = "",
+        details: dict | None = None,
+        message_id: int | None = None,
+    ) -> None:
         """A write that fails (the server closing the file under a last answer) is logged: the
         chat itself goes on."""
         owner, conversation_id = self.book.writer, self.book.conversation_id
@@ -117,8 +124,9 @@ class _Recorder:
             log.warning("an answer could not be written to the history: %s", exc)
 
 
-async def stream_answer(services: Services, caller: Caller, chat: list, settings: ChatSettings, code: str,
-                        book: Book, exact: bool = False) -> AsyncIterator[AnswerStep]:
+async def stream_answer(
+    services: Services, caller: Caller, chat: list, settings: ChatSettings, code: str, book: Book, exact: bool = False
+) -> AsyncIterator[AnswerStep]:
     """The steps of one answer, recorded in `book`. `exact`: no similar-question answer."""
     shown = ShownAnswer(chat, message(code, "thinking"))
     recorder = _Recorder(book)
@@ -172,14 +180,16 @@ class _PageSteps:
         self.shown.finish(event.text, event.reasoning)
         await self.recorder.end(self.shown, "done", details=answer_details(event, self.caller, self.priority))
         similar = self.request_id if event.similarity is not None else None
-        return AnswerStep(self.shown.messages(), _HIDDEN, answer_info(event, self.caller, self.priority, self.code),
-                          similar)
+        return AnswerStep(
+            self.shown.messages(), _HIDDEN, answer_info(event, self.caller, self.priority, self.code), similar
+        )
 
     async def refused(self, event: Refused) -> AnswerStep:
         self.shown.stop_thinking()
         refusal = event.refusal
-        await self.recorder.end(self.shown, "failed" if refusal.status >= 500 and refusal.status != 503 else "refused",
-                                refusal.message)
+        await self.recorder.end(
+            self.shown, "failed" if refusal.status >= 500 and refusal.status != 503 else "refused", refusal.message
+        )
         if refusal.retry_after_s is not None:
             text = message(self.code, "busy", message=refusal.message, retry=refusal.retry_after_s)
         else:

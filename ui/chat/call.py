@@ -19,21 +19,34 @@ from ui.chat.chat_settings import ChatSettings
 
 def build_body(model: str, history: list[dict], settings: ChatSettings, exact: bool = False) -> ChatCompletionRequest:
     """`exact`: no similar-question answer, as `"cache": "exact"` asks through the API."""
-    messages = ([{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else [])
+    messages = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
     messages += [{"role": m["role"], "content": _text(m["content"])} for m in history if not _is_thinking(m)]
-    return ChatCompletionRequest.model_validate({
-        "model": model, "messages": messages, "max_tokens": settings.max_tokens, "temperature": settings.temperature,
-        "top_p": settings.top_p, "reasoning_effort": settings.reasoning_effort, "priority": settings.priority,
-        **({"cache": "exact"} if exact else {}),
-    })
+    return ChatCompletionRequest.model_validate(
+        {
+            "model": model,
+            "messages": messages,
+            "max_tokens": settings.max_tokens,
+            "temperature": settings.temperature,
+            "top_p": settings.top_p,
+            "reasoning_effort": settings.reasoning_effort,
+            "priority": settings.priority,
+            **({"cache": "exact"} if exact else {}),
+        }
+    )
 
 
 def new_request_id() -> str:
     return f"ui-{uuid.uuid4().hex}"
 
 
-async def run_chat(pipeline: ChatPipeline, caller: Caller, history: list[dict], settings: ChatSettings,
-                   request_id: str | None = None, exact: bool = False) -> AsyncIterator[Event]:
+async def run_chat(
+    pipeline: ChatPipeline,
+    caller: Caller,
+    history: list[dict],
+    settings: ChatSettings,
+    request_id: str | None = None,
+    exact: bool = False,
+) -> AsyncIterator[Event]:
     """The pipeline's events for one answer; settings the API would refuse are refused alike."""
     try:
         body = build_body(pipeline.engine.capabilities.model, history, settings, exact)
@@ -41,8 +54,13 @@ async def run_chat(pipeline: ChatPipeline, caller: Caller, history: list[dict], 
         param, message = describe(exc)
         yield Refused(Refusal(400, message, param=param, code="invalid_value"))
         return
-    call = ChatCall(caller=caller, params=body, request_id=request_id or new_request_id(), streamed=True,
-                    timeout_s=settings.timeout_s)
+    call = ChatCall(
+        caller=caller,
+        params=body,
+        request_id=request_id or new_request_id(),
+        streamed=True,
+        timeout_s=settings.timeout_s,
+    )
     async for event in pipeline.run(call):
         yield event
 
@@ -62,8 +80,9 @@ def who_is(caller: Caller, owner: str | None) -> str:
     return owner or f"caller:{caller.name}"
 
 
-def report_similar(pipeline: ChatPipeline, caller: Caller, who: str, history: list[dict], settings: ChatSettings,
-                   served: Served | None) -> bool:
+def report_similar(
+    pipeline: ChatPipeline, caller: Caller, who: str, history: list[dict], settings: ChatSettings, served: Served | None
+) -> bool:
     """The page's "ask the model instead": the similar answer the page served is reported wrong,
     as POST /v1/cache/feedback does (CachePath.report), but only by whom it was served to (`who`,
     whoever holds the Gradio session), and only where it answered this caller's request for

@@ -27,8 +27,9 @@ def submitted(values: Sequence[Any]) -> ChatSettings:
     """The form's values in SETTING_NAMES order, as Gradio hands them (numbers as floats, an empty
     timeout as nothing)."""
     system, priority, max_tokens, temperature, top_p, reasoning, timeout = values
-    return ChatSettings(priority, int(max_tokens), float(temperature), float(top_p), reasoning,
-                        float(timeout or 300), system or "")
+    return ChatSettings(
+        priority, int(max_tokens), float(temperature), float(top_p), reasoning, float(timeout or 300), system or ""
+    )
 
 
 def settings_dict(settings: ChatSettings) -> dict[str, Any]:

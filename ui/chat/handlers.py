@@ -88,8 +88,9 @@ class ChatHandlers:
         async for update in self._again(without_answer(chat), ask, caller, turns):
             yield update
 
-    async def ask_model(self, request: gr.Request, chat: list, similar: Served | None,
-                        *asked: Any) -> AsyncIterator[tuple]:
+    async def ask_model(
+        self, request: gr.Request, chat: list, similar: Served | None, *asked: Any
+    ) -> AsyncIterator[tuple]:
         """After a similar question's answer: reports it wrong, then the model answers instead."""
         ask = Asked.read(asked)
         caller, turns = self._book(request, ask.conversation_id)
@@ -113,8 +114,9 @@ class ChatHandlers:
         async for update in self._answer(chat, ask, caller, turns):
             yield update.outputs()
 
-    async def undo(self, chat: list, conversation_id: str | None, data: gr.UndoData,
-                   request: gr.Request) -> tuple[list, str, str]:
+    async def undo(
+        self, chat: list, conversation_id: str | None, data: gr.UndoData, request: gr.Request
+    ) -> tuple[list, str, str]:
         """The last turn goes, and its message comes back into the box to be sent again."""
         _, turns = self._book(request, conversation_id)
         index = data.index if isinstance(data.index, int) else data.index[0]
@@ -126,8 +128,9 @@ class ChatHandlers:
         caller, owner = self.page.owner_of(request)
         return caller, Book(self.page.history, owner, conversation_id)
 
-    async def _again(self, chat: list, ask: Asked, caller: Caller, turns: Book,
-                     exact: bool = False) -> AsyncIterator[tuple]:
+    async def _again(
+        self, chat: list, ask: Asked, caller: Caller, turns: Book, exact: bool = False
+    ) -> AsyncIterator[tuple]:
         """A new answer to the chat as it stands, the later turns cut from the history first."""
         if not chat:
             yield Answering.unchanged(chat, turns.conversation_id).outputs()
@@ -136,16 +139,18 @@ class ChatHandlers:
         async for update in self._answer(chat, ask, caller, turns, exact):
             yield update.outputs()
 
-    async def _answer(self, chat: list, ask: Asked, caller: Caller, turns: Book,
-                      exact: bool = False) -> AsyncIterator[Answering]:
+    async def _answer(
+        self, chat: list, ask: Asked, caller: Caller, turns: Book, exact: bool = False
+    ) -> AsyncIterator[Answering]:
         async for step in stream_answer(self.page.services, caller, chat, ask.settings, ask.code, turns, exact):
             yield self._shown(step, caller, turns)
 
     @staticmethod
     def _shown(step: AnswerStep, caller: Caller, turns: Book) -> Answering:
         served = None if step.similar is None else Served(step.similar, who_is(caller, turns.owner))
-        return Answering(step.chat, step.toast, step.info, turns.conversation_id, served,
-                         gr.update(visible=step.similar is not None))
+        return Answering(
+            step.chat, step.toast, step.info, turns.conversation_id, served, gr.update(visible=step.similar is not None)
+        )
 
 
 def without_answer(chat: list) -> list:

@@ -24,14 +24,19 @@ class SettingsForm:
     @property
     def inputs(self) -> list[gr.components.Component]:
         """The fields in SETTING_NAMES order: what an event sends, and what opening a conversation fills."""
-        return [self.system, self.priority, self.max_tokens, self.temperature, self.top_p, self.reasoning,
-                self.timeout]
+        return [self.system, self.priority, self.max_tokens, self.temperature, self.top_p, self.reasoning, self.timeout]
 
     @property
     def labels(self) -> Labels:
-        return {self.system: "system_prompt", self.priority: "priority", self.max_tokens: "max_tokens",
-                self.temperature: "temperature", self.top_p: "top_p", self.reasoning: "reasoning",
-                self.timeout: "timeout"}
+        return {
+            self.system: "system_prompt",
+            self.priority: "priority",
+            self.max_tokens: "max_tokens",
+            self.temperature: "temperature",
+            self.top_p: "top_p",
+            self.reasoning: "reasoning",
+            self.timeout: "timeout",
+        }
 
 
 def build_settings_form(t: gr.I18n, max_model_len: int) -> SettingsForm:

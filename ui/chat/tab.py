@@ -17,8 +17,12 @@ from ui.chat.settings_form import SettingsForm, build_settings_form
 from ui.page import Labels, Page
 
 # $$...$$ and \[...\] on a line of their own, $...$ and \(...\) inline, as the models write them
-LATEX: list[dict[str, str | bool]] = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
-         {"left": "$", "right": "$", "display": False}, {"left": "\\(", "right": "\\)", "display": False}]
+LATEX: list[dict[str, str | bool]] = [
+    {"left": "$$", "right": "$$", "display": True},
+    {"left": "\\[", "right": "\\]", "display": True},
+    {"left": "$", "right": "$", "display": False},
+    {"left": "\\(", "right": "\\)", "display": False},
+]
 
 
 @dataclass(slots=True)
@@ -43,14 +47,24 @@ class ChatColumn:
 
     @property
     def labels(self) -> Labels:
-        return {self.msg: "message", self.send: "send", self.stop: "stop", self.retry: "retry", self.clear: "clear",
-                self.ask: "ask_model", self.advanced: "advanced", **self.settings.labels, **self.operator.labels}
+        return {
+            self.msg: "message",
+            self.send: "send",
+            self.stop: "stop",
+            self.retry: "retry",
+            self.clear: "clear",
+            self.ask: "ask_model",
+            self.advanced: "advanced",
+            **self.settings.labels,
+            **self.operator.labels,
+        }
 
 
 def build_chat(page: Page, t: gr.I18n) -> ChatColumn:
     conversation, served = gr.State(None), gr.State(None)
-    chatbot = gr.Chatbot(elem_id="chatbot", height=420, buttons=["copy", "copy_all"], editable="user",
-                         latex_delimiters=LATEX)
+    chatbot = gr.Chatbot(
+        elem_id="chatbot", height=420, buttons=["copy", "copy_all"], editable="user", latex_delimiters=LATEX
+    )
     info = gr.Markdown(elem_id="answer-info")
     with gr.Row():
         msg = gr.Textbox(label=t("message"), placeholder=t("message_hint"), scale=6, elem_id="message")
@@ -63,8 +77,9 @@ def build_chat(page: Page, t: gr.I18n) -> ChatColumn:
     with gr.Accordion(t("advanced"), open=False, elem_id="advanced") as advanced:
         settings = build_settings_form(t, page.services.engine.capabilities.max_model_len)
         operator = build_operator_panel(page, t)
-    return ChatColumn(conversation, served, chatbot, info, msg, send, stop, retry, ask, clear, advanced, settings,
-                      operator)
+    return ChatColumn(
+        conversation, served, chatbot, info, msg, send, stop, retry, ask, clear, advanced, settings, operator
+    )
 
 
 def wire_chat(page: Page, chat: ChatColumn) -> ChatParts:
@@ -73,14 +88,22 @@ def wire_chat(page: Page, chat: ChatColumn) -> ChatParts:
     events = _answering(handlers, page, chat)
     cancellable = cast("list[dict[str, Any]]", events)  # Gradio takes its own events; its annotation says dicts
     similar = [chat.served, chat.ask]
-    chat.chatbot.undo(handlers.undo, [chat.chatbot, chat.conversation], [chat.chatbot, chat.msg, chat.info],
-                      cancels=cancellable, concurrency_limit=None).then(
-        ChatParts.no_similar, None, similar, concurrency_limit=None, show_progress="hidden")
+    chat.chatbot.undo(
+        handlers.undo,
+        [chat.chatbot, chat.conversation],
+        [chat.chatbot, chat.msg, chat.info],
+        cancels=cancellable,
+        concurrency_limit=None,
+    ).then(ChatParts.no_similar, None, similar, concurrency_limit=None, show_progress="hidden")
     answered = [page.then_header(event) for event in events]
     chat.stop.click(lambda: gr.update(visible=False), None, page.toast, cancels=cancellable, concurrency_limit=None)
-    chat.clear.click(lambda: ([], gr.update(visible=False), "", None, None, gr.update(visible=False)), None,
-                     [chat.chatbot, page.toast, chat.info, chat.conversation, *similar], cancels=cancellable,
-                     concurrency_limit=None)
+    chat.clear.click(
+        lambda: ([], gr.update(visible=False), "", None, None, gr.update(visible=False)),
+        None,
+        [chat.chatbot, page.toast, chat.info, chat.conversation, *similar],
+        cancels=cancellable,
+        concurrency_limit=None,
+    )
     return ChatParts(chat.chatbot, chat.conversation, chat.info, chat.msg, chat.settings, events, answered, similar)
 
 

@@ -25,9 +25,15 @@ def answer_info(done: Finished, caller: Caller, priority: str, code: str) -> str
 
 def answer_details(done: Finished, caller: Caller, priority: str) -> dict:
     """What the line under an answer says, as data: the history keeps it with the answer."""
-    details = {"caller": caller.name, "class": priority, "wait_s": done.queue_wait_s,
-               "tokens": done.usage.completion_tokens, "tokens_per_s": done.tokens_per_s, "cached": done.cached,
-               "finish_reason": done.finish_reason}
+    details = {
+        "caller": caller.name,
+        "class": priority,
+        "wait_s": done.queue_wait_s,
+        "tokens": done.usage.completion_tokens,
+        "tokens_per_s": done.tokens_per_s,
+        "cached": done.cached,
+        "finish_reason": done.finish_reason,
+    }
     return details if done.similarity is None else {**details, "similarity": done.similarity}
 
 
@@ -38,9 +44,16 @@ def details_text(details: dict, code: str) -> str:
         cache = message(code, "similar_hit", similarity=float(details["similarity"]))
     else:
         cache = message(code, "yes" if details.get("cached") else "no")
-    return message(code, "info", caller=details.get("caller", ""), priority=details.get("class", ""),
-                   wait=float(details.get("wait_s") or 0.0), tokens=details.get("tokens", 0), speed=speed,
-                   cache=cache)
+    return message(
+        code,
+        "info",
+        caller=details.get("caller", ""),
+        priority=details.get("class", ""),
+        wait=float(details.get("wait_s") or 0.0),
+        tokens=details.get("tokens", 0),
+        speed=speed,
+        cache=cache,
+    )
 
 
 class ShownAnswer:

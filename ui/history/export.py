@@ -19,9 +19,21 @@ VERSION = 1
 
 
 def to_json(conversations: list[Conversation], clock: float | None = None) -> str:
-    body = {"format": FORMAT, "version": VERSION, "exported": clock if clock is not None else time.time(),
-            "conversations": [{"title": c.title, "created": c.created, "updated": c.updated, "settings": c.settings,
-                               "messages": [_message_dict(m) for m in c.messages]} for c in conversations]}
+    body = {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported": clock if clock is not None else time.time(),
+        "conversations": [
+            {
+                "title": c.title,
+                "created": c.created,
+                "updated": c.updated,
+                "settings": c.settings,
+                "messages": [_message_dict(m) for m in c.messages],
+            }
+            for c in conversations
+        ],
+    }
     return json.dumps(body, ensure_ascii=False, indent=1)
 
 
@@ -46,7 +58,7 @@ def _message_dict(message: StoredMessage) -> dict[str, Any]:
 def _one_markdown(c: Conversation) -> str:
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(c.created if _real_time(c.created) else 0))
     lines = [f"# {c.title}", "", f"_{stamp}_"]
-    if (system := str(c.settings.get("system_prompt") or "").strip()):
+    if system := str(c.settings.get("system_prompt") or "").strip():
         lines += ["", f"**System prompt:** {system}"]
     for m in c.messages:
         lines += ["", "### " + ("You" if m.role == "user" else "Assistant"), ""]

@@ -77,8 +77,9 @@ class SidebarHandlers:
         """An empty chat; the delete confirmation hidden, nothing chosen in the list."""
         return *ChatShown().values(), gr.update(visible=False), gr.update(value=None)
 
-    async def history_rename(self, title: str, conversation_id: str | None, query: str, language: str,
-                             request: gr.Request) -> tuple[Update, str]:
+    async def history_rename(
+        self, title: str, conversation_id: str | None, query: str, language: str, request: gr.Request
+    ) -> tuple[Update, str]:
         who = self.owner(request)
         done = who is not None and conversation_id is not None and await self.store.rename(who, conversation_id, title)
         note = message(code_of(language), "renamed" if done else "not_found")
@@ -87,16 +88,18 @@ class SidebarHandlers:
     def history_ask(self, conversation_id: str | None) -> Update:
         return gr.update(visible=conversation_id is not None)
 
-    async def history_delete(self, conversation_id: str | None, query: str, language: str,
-                             request: gr.Request) -> tuple:
+    async def history_delete(
+        self, conversation_id: str | None, query: str, language: str, request: gr.Request
+    ) -> tuple:
         """An empty chat, the confirmation hidden, the list without it, and what was done."""
         who = self.owner(request)
         done = who is not None and conversation_id is not None and await self.store.delete(who, conversation_id)
         note = message(code_of(language), "deleted" if done else "not_found")
         return *ChatShown().values(), gr.update(visible=False), await self.history_list(query, None, request), note
 
-    async def history_export(self, fmt: str, conversation_id: str | None, language: str,
-                             request: gr.Request) -> tuple[Update, str]:
+    async def history_export(
+        self, fmt: str, conversation_id: str | None, language: str, request: gr.Request
+    ) -> tuple[Update, str]:
         who = self.owner(request)
         one = await self.store.get(who, conversation_id) if who is not None and conversation_id else None
         return exported([one] if one is not None else [], False, fmt, language)
@@ -108,8 +111,9 @@ class SidebarHandlers:
         full = [c for c in [await self.store.get(who, s.id) for s in await self.store.list(who)] if c is not None]
         return exported(full, True, fmt, language)
 
-    async def history_import(self, path: str | None, query: str, conversation_id: str | None, language: str,
-                             request: gr.Request) -> tuple[Update, str]:
+    async def history_import(
+        self, path: str | None, query: str, conversation_id: str | None, language: str, request: gr.Request
+    ) -> tuple[Update, str]:
         who, code = self.owner(request), code_of(language)
         if who is None or not path:
             return gr.update(), message(code, "history_off")

@@ -122,11 +122,15 @@ def _message(m: Any, at: str) -> StoredMessage:
         raise _Bad("bad_field", field=at + ".role")
     if outcome not in OUTCOMES:
         raise _Bad("bad_field", field=at + ".outcome")
-    return StoredMessage(role, _LONG(m.get("content"), at + ".content"),
-                         _LONG_OR_NOT(m.get("reasoning"), at + ".reasoning"),
-                         _known(_DETAILS, m.get("details"), at + ".details"), outcome,
-                         _SHORT(m.get("reason"), at + ".reason"),
-                         _time(m.get("created"), at + ".created") or 0.0)
+    return StoredMessage(
+        role,
+        _LONG(m.get("content"), at + ".content"),
+        _LONG_OR_NOT(m.get("reasoning"), at + ".reasoning"),
+        _known(_DETAILS, m.get("details"), at + ".details"),
+        outcome,
+        _SHORT(m.get("reason"), at + ".reason"),
+        _time(m.get("created"), at + ".created") or 0.0,
+    )
 
 
 def _chatgpt(c: Any, limits: Limits) -> Imported:
@@ -140,8 +144,12 @@ def _chatgpt(c: Any, limits: Limits) -> Imported:
     if len(messages) > limits.messages:
         raise _Bad("too_many_messages", n=len(messages), limit=limits.messages)
     title = _SHORT(c.get("title"), "title")
-    return Imported(title or (messages[0].content if messages else "imported"), {}, messages,
-                    _time(c.get("create_time"), "create_time"))
+    return Imported(
+        title or (messages[0].content if messages else "imported"),
+        {},
+        messages,
+        _time(c.get("create_time"), "create_time"),
+    )
 
 
 def _branch(mapping: dict[str, dict | None], node_id: Any) -> list[dict]:
@@ -197,11 +205,13 @@ def _text(limit: int, optional: bool = False) -> Check:
         if len(value) > limit:
             raise _Bad("too_long", field=field, limit=limit)
         return value
+
     return check
 
 
 def _number(low: float, high: float, whole: bool = False, optional: bool = False) -> Check:
     """Finite and within [low, high] (NaN, inf and 1e400 are not); never a bool."""
+
     def check(value: Any, field: str) -> Any:
         if value is None and optional:
             return None
@@ -209,6 +219,7 @@ def _number(low: float, high: float, whole: bool = False, optional: bool = False
         if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
             raise _Bad("bad_field", field=field)
         return value if whole else float(value)
+
     return check
 
 
@@ -217,6 +228,7 @@ def _choice(*allowed: str) -> Check:
         if not isinstance(value, str) or value not in allowed:
             raise _Bad("bad_field", field=field)
         return value
+
     return check
 
 
@@ -236,12 +248,21 @@ _TIME = _number(0, LATEST, optional=True)
 
 
 _DETAILS: dict[str, Check] = {  # as ui.chat.views.answer_details writes them
-    "caller": _text(SHORT_CHARS), "class": _text(SHORT_CHARS), "finish_reason": _text(SHORT_CHARS, optional=True),
-    "wait_s": _number(0, 1e9), "tokens": _number(0, 10**12, whole=True),
-    "tokens_per_s": _number(0, 1e9, optional=True), "cached": _flag, "similarity": _number(-2, 2, optional=True),
+    "caller": _text(SHORT_CHARS),
+    "class": _text(SHORT_CHARS),
+    "finish_reason": _text(SHORT_CHARS, optional=True),
+    "wait_s": _number(0, 1e9),
+    "tokens": _number(0, 10**12, whole=True),
+    "tokens_per_s": _number(0, 1e9, optional=True),
+    "cached": _flag,
+    "similarity": _number(-2, 2, optional=True),
 }
 _SETTINGS: dict[str, Check] = {  # ui.chat.chat_settings.ChatSettings, within the page's own fields' ranges
-    "system_prompt": _text(TEXT_CHARS), "priority": _choice("high", "medium", "low"),
-    "reasoning_effort": _choice("low", "medium", "high"), "max_tokens": _number(1, 10**7, whole=True),
-    "temperature": _number(0, 2), "top_p": _number(0, 1), "timeout_s": _number(1, 10**6),
+    "system_prompt": _text(TEXT_CHARS),
+    "priority": _choice("high", "medium", "low"),
+    "reasoning_effort": _choice("low", "medium", "high"),
+    "max_tokens": _number(1, 10**7, whole=True),
+    "temperature": _number(0, 2),
+    "top_p": _number(0, 1),
+    "timeout_s": _number(1, 10**6),
 }

@@ -53,14 +53,47 @@ def build_sidebar(t: gr.I18n) -> Sidebar:
         export_one = gr.Button(t("export_one"), size="sm", elem_id="export-one")
         export_all = gr.Button(t("export_all"), size="sm", elem_id="export-all")
     export_file = gr.File(label=t("export_file"), visible=False, interactive=False, elem_id="export-file")
-    upload = gr.UploadButton(t("import"), file_types=[".json"], type="filepath", size="sm",  # type: ignore[arg-type]
-                             elem_id="import")  # Gradio takes an I18nData label; its annotation says str
+    upload = gr.UploadButton(
+        t("import"),  # type: ignore[arg-type]
+        file_types=[".json"],
+        type="filepath",
+        size="sm",
+        elem_id="import",
+    )  # Gradio takes an I18nData label; its annotation says str
     status = gr.Markdown(elem_id="history-status")
-    labels = {new: "new_chat", search: "search", listing: "conversations", title: "title", rename: "rename",
-              delete: "delete", confirm: "confirm_delete", cancel: "cancel", export_format: "export_format",
-              export_one: "export_one", export_all: "export_all", export_file: "export_file", upload: "import"}
-    return Sidebar(new, search, listing, title, rename, delete, confirm_row, confirm, cancel, export_format,
-                   export_one, export_all, export_file, upload, status, labels)
+    labels = {
+        new: "new_chat",
+        search: "search",
+        listing: "conversations",
+        title: "title",
+        rename: "rename",
+        delete: "delete",
+        confirm: "confirm_delete",
+        cancel: "cancel",
+        export_format: "export_format",
+        export_one: "export_one",
+        export_all: "export_all",
+        export_file: "export_file",
+        upload: "import",
+    }
+    return Sidebar(
+        new,
+        search,
+        listing,
+        title,
+        rename,
+        delete,
+        confirm_row,
+        confirm,
+        cancel,
+        export_format,
+        export_one,
+        export_all,
+        export_file,
+        upload,
+        status,
+        labels,
+    )
 
 
 def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> None:
@@ -69,8 +102,12 @@ def wire_sidebar(page: Page, side: Sidebar, chat: ChatParts) -> None:
     for event in _wire_switching(handlers, page, side, chat):
         event.then(chat.no_similar, None, chat.similar, concurrency_limit=None, show_progress="hidden")
     for trigger in (side.rename.click, side.title.submit):
-        trigger(handlers.history_rename, [side.title, chat.conversation, side.search, page.lang],
-                [side.listing, side.status], concurrency_limit=None)
+        trigger(
+            handlers.history_rename,
+            [side.title, chat.conversation, side.search, page.lang],
+            [side.listing, side.status],
+            concurrency_limit=None,
+        )
     _wire_files(handlers, page, side, chat)
 
 
@@ -78,10 +115,12 @@ def _wire_listing(handlers: SidebarHandlers, page: Page, side: Sidebar, chat: Ch
     """The list follows the search, the conversation in the chat, the page's load and every answer;
     the title box follows the conversation."""
     listed = [side.search, chat.conversation]
-    chat.conversation.change(handlers.history_list, listed, side.listing, concurrency_limit=None,
-                             show_progress="hidden")
-    chat.conversation.change(handlers.history_title, chat.conversation, side.title, concurrency_limit=None,
-                             show_progress="hidden")
+    chat.conversation.change(
+        handlers.history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden"
+    )
+    chat.conversation.change(
+        handlers.history_title, chat.conversation, side.title, concurrency_limit=None, show_progress="hidden"
+    )
     side.search.change(handlers.history_list, listed, side.listing, concurrency_limit=None, show_progress="hidden")
     page.demo.load(handlers.history_list, listed, side.listing, concurrency_limit=None)
     for answered in chat.answered:
@@ -92,23 +131,48 @@ def _wire_switching(handlers: SidebarHandlers, page: Page, side: Sidebar, chat: 
     """Open, New chat and delete (asked, then confirmed): each puts another conversation, or none,
     in the chat and stops the answer coming there."""
     shown = [chat.chatbot, chat.conversation, chat.info, side.title]  # ui.history.handlers.ChatShown
-    opened = side.listing.input(handlers.history_open, [side.listing, page.lang],
-                                [*shown, *chat.settings.inputs, side.confirm_row, side.export_file],
-                                cancels=chat.events, concurrency_limit=None)
-    started = side.new.click(handlers.history_new, None, [*shown, side.confirm_row, side.listing],
-                             cancels=chat.events, concurrency_limit=None)
+    opened = side.listing.input(
+        handlers.history_open,
+        [side.listing, page.lang],
+        [*shown, *chat.settings.inputs, side.confirm_row, side.export_file],
+        cancels=chat.events,
+        concurrency_limit=None,
+    )
+    started = side.new.click(
+        handlers.history_new,
+        None,
+        [*shown, side.confirm_row, side.listing],
+        cancels=chat.events,
+        concurrency_limit=None,
+    )
     side.delete.click(handlers.history_ask, chat.conversation, side.confirm_row, concurrency_limit=None)
     side.cancel.click(lambda: gr.update(visible=False), None, side.confirm_row, concurrency_limit=None)
-    deleted = side.confirm.click(handlers.history_delete, [chat.conversation, side.search, page.lang],
-                                 [*shown, side.confirm_row, side.listing, side.status], cancels=chat.events,
-                                 concurrency_limit=None)
+    deleted = side.confirm.click(
+        handlers.history_delete,
+        [chat.conversation, side.search, page.lang],
+        [*shown, side.confirm_row, side.listing, side.status],
+        cancels=chat.events,
+        concurrency_limit=None,
+    )
     return [opened, started, deleted]
 
 
 def _wire_files(handlers: SidebarHandlers, page: Page, side: Sidebar, chat: ChatParts) -> None:
-    side.export_one.click(handlers.history_export, [side.export_format, chat.conversation, page.lang],
-                          [side.export_file, side.status], concurrency_limit=None)
-    side.export_all.click(handlers.history_export_all, [side.export_format, page.lang],
-                          [side.export_file, side.status], concurrency_limit=None)
-    side.upload.upload(handlers.history_import, [side.upload, side.search, chat.conversation, page.lang],
-                       [side.listing, side.status], concurrency_limit=None)
+    side.export_one.click(
+        handlers.history_export,
+        [side.export_format, chat.conversation, page.lang],
+        [side.export_file, side.status],
+        concurrency_limit=None,
+    )
+    side.export_all.click(
+        handlers.history_export_all,
+        [side.export_format, page.lang],
+        [side.export_file, side.status],
+        concurrency_limit=None,
+    )
+    side.upload.upload(
+        handlers.history_import,
+        [side.upload, side.search, chat.conversation, page.lang],
+        [side.listing, side.status],
+        concurrency_limit=None,
+    )

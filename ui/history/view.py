@@ -20,12 +20,22 @@ def chat_rows(conversation: Conversation, code: str) -> list[dict]:
             rows.append({"role": "user", "content": m.content})
             continue
         if m.reasoning:
-            rows.append({"role": "assistant", "content": m.reasoning,
-                         "metadata": {"title": message(code, "thinking"), "status": "done"}})
+            rows.append(
+                {
+                    "role": "assistant",
+                    "content": m.reasoning,
+                    "metadata": {"title": message(code, "thinking"), "status": "done"},
+                }
+            )
         rows.append({"role": "assistant", "content": m.content})
-        if (line := outcome_line(m, code)):
-            rows.append({"role": "assistant", "content": line,
-                         "metadata": {"title": message(code, "details"), "log": line, "status": "done"}})
+        if line := outcome_line(m, code):
+            rows.append(
+                {
+                    "role": "assistant",
+                    "content": line,
+                    "metadata": {"title": message(code, "details"), "log": line, "status": "done"},
+                }
+            )
     return rows
 
 

@@ -54,18 +54,28 @@ class MonitorHistory:
         if not self.samples:
             return [{"minutes": 0.0, "value": 0.0}]
         last = self.samples[-1].t
-        return [{"minutes": round((s.t - last) / 60, 3), "value": round(getattr(s, field_name), 3)}
-                for s in self.samples]
+        return [
+            {"minutes": round((s.t - last) / 60, 3), "value": round(getattr(s, field_name), 3)} for s in self.samples
+        ]
 
 
-def figures(snap: Snapshot, gpu: GpuMonitor | None, cache: ResponseCache | RedisResponseCache | None,
-            history: MonitorHistory) -> dict:
+def figures(
+    snap: Snapshot, gpu: GpuMonitor | None, cache: ResponseCache | RedisResponseCache | None, history: MonitorHistory
+) -> dict:
     """What the monitor panel shows, from the scheduler's snapshot plus memory and cache."""
     cache_stats = cache.stats() if cache is not None else None
     devices = gpu.devices if gpu is not None else []
     return {
-        "gpus": [{"index": d.index, "name": d.name, "used_gb": d.used_bytes / 2**30, "total_gb": d.total_bytes / 2**30,
-                  "utilization_pct": d.utilization_pct} for d in devices],
+        "gpus": [
+            {
+                "index": d.index,
+                "name": d.name,
+                "used_gb": d.used_bytes / 2**30,
+                "total_gb": d.total_bytes / 2**30,
+                "utilization_pct": d.utilization_pct,
+            }
+            for d in devices
+        ],
         "process_memory_gb": process_memory_bytes() / 2**30,
         "kv_usage_pct": 100 * snap.engine.kv_usage if snap.engine else None,
         "waiting": {c.value: n for c, n in snap.waiting.items()},
@@ -83,21 +93,27 @@ def figures(snap: Snapshot, gpu: GpuMonitor | None, cache: ResponseCache | Redis
 
 def monitor_markdown(s: dict, code: str) -> str:
     if s["gpus"]:
-        memory = "\n".join(f"- GPU {g['index']} {g['name']}: {g['used_gb']:.1f} / {g['total_gb']:.1f} GiB, "
-                           f"{g['utilization_pct']:.0f}% busy" for g in s["gpus"])
+        memory = "\n".join(
+            f"- GPU {g['index']} {g['name']}: {g['used_gb']:.1f} / {g['total_gb']:.1f} GiB, "
+            f"{g['utilization_pct']:.0f}% busy"
+            for g in s["gpus"]
+        )
     else:
         kv = "–" if s["kv_usage_pct"] is None else f"{s['kv_usage_pct']:.1f}%"
-        memory = (f"{message(code, 'no_gpu')}\n\n- process memory: {s['process_memory_gb']:.2f} GiB\n"
-                  f"- KV cache in use: {kv}")
+        memory = (
+            f"{message(code, 'no_gpu')}\n\n- process memory: {s['process_memory_gb']:.2f} GiB\n- KV cache in use: {kv}"
+        )
     waiting = s["waiting"]
     hit = "–" if s["cache_hit_rate"] is None else f"{100 * s['cache_hit_rate']:.0f}%"
     tpot = "–" if s["tpot_s"] is None else f"{1000 * s['tpot_s']:.0f} ms"
-    return (f"{memory}\n\n| waiting high / medium / low | running / limit | time per token (objective) | avg wait | "
-            f"tokens/s | cache hit rate | emergency | admissions |\n|---|---|---|---|---|---|---|---|\n"
-            f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} / {s['slots']} | "
-            f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | "
-            f"{hit} | "
-            f"{'ON' if s['emergency'] else 'off'} | {'paused' if s['admission_paused'] else 'open'} |")
+    return (
+        f"{memory}\n\n| waiting high / medium / low | running / limit | time per token (objective) | avg wait | "
+        f"tokens/s | cache hit rate | emergency | admissions |\n|---|---|---|---|---|---|---|---|\n"
+        f"| {waiting['high']} / {waiting['medium']} / {waiting['low']} | {s['running']} / {s['slots']} | "
+        f"{tpot} ({1000 * s['tpot_objective_s']:.0f} ms) | {s['avg_wait_s']:.1f} s | {s['tokens_per_s']:.1f} | "
+        f"{hit} | "
+        f"{'ON' if s['emergency'] else 'off'} | {'paused' if s['admission_paused'] else 'open'} |"
+    )
 
 
 def memory_in_use_bytes(gpu: GpuMonitor | None) -> int:
