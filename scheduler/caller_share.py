@@ -1,5 +1,6 @@
 """Each caller's share of the engine: its running limit (`max_parallel`; more of its requests
-wait) and, with fair share on, whose request of a class goes next. Pure: it reads the queue and
+wait) and, with fair share on, its served-token counter and the index that finds the least-served
+waiter of a class, which the fair order reads (scheduler/policy.py). Pure: it reads the queue and
 keeps per-caller counts; the loop calls it as requests arrive, start, produce and end."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from scheduler.fair_index import FairIndex
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.positions import QueuePositions
 from scheduler.queue import PriorityQueue
-from scheduler.request import Request, RequestKey
+from scheduler.request import PriorityClass, Request, RequestKey
 
 
 class CallerShare:
@@ -40,15 +41,12 @@ class CallerShare:
         else:
             self._index.add(request)
 
-    def next_up(self, queue: PriorityQueue) -> Request | None:
-        """The queue's head, skipping callers at their running limit; with fair share, the
-        least-served caller's request of the head's class."""
-        head = queue.peek()
-        if head is not None and not self.may_run(head):
-            head = next((r for r in queue.ranked() if self.may_run(r)), None)
-        if head is None or self.fair is None:
-            return head
-        return self._index_of(queue, self.fair).pick(head.priority, self.may_run) or head
+    def least_served(self, queue: PriorityQueue, priority: PriorityClass) -> Request | None:
+        """The best waiter of `priority` whose caller has been served least and may run now (None
+        without fair share)."""
+        if self.fair is None:
+            return None
+        return self._index_of(queue, self.fair).pick(priority, self.may_run)
 
     def _index_of(self, queue: PriorityQueue, fair: VirtualTokenCounter) -> FairIndex:
         if self._index is None or self._indexed is not queue:

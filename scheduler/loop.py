@@ -21,7 +21,7 @@ from scheduler.events import Listener, QueueEvent
 from scheduler.ledger import Ledger
 from scheduler.limit import ConcurrencyLimit
 from scheduler.outcome import Outcome
-from scheduler.policy import ClassPolicy, SchedulingPolicy
+from scheduler.policy import SchedulingPolicy, policy_for
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request, RequestKey, SchedulerError, Ticket
@@ -41,7 +41,7 @@ class Scheduler:
     ) -> None:
         self.state = SchedulerState.build(config, engine, clock)
         self.ledger = Ledger(self.state)
-        self.dispatcher = Dispatcher(self.state, policy or ClassPolicy(), self.ledger)
+        self.dispatcher = Dispatcher(self.state, policy or policy_for(config), self.ledger)
         self.controller = Controller(self.state, self.dispatcher, self.ledger)
         self._timer: asyncio.Task | None = None
 

@@ -8,8 +8,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from scheduler.caller_share import CallerShare
+from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request
 from scheduler.state import SchedulerState
+from settings.schema import SchedulerConfig
 
 
 class Reason(str, Enum):
@@ -37,6 +40,44 @@ class SchedulingPolicy(Protocol):
     def next_start(self, state: SchedulerState) -> Decision: ...
 
 
+class Order(Protocol):
+    """Which waiter is next in line, before anything is asked of the engine's room."""
+
+    def next_up(self, queue: PriorityQueue, share: CallerShare) -> Request | None: ...
+
+
+class QueueOrder:
+    """The queue's own order: class, then score rising with the wait (aging); a caller at its
+    `max_parallel` is passed over."""
+
+    def next_up(self, queue: PriorityQueue, share: CallerShare) -> Request | None:
+        return _head(queue, share)
+
+
+class FairOrder:
+    """The queue's order says which class goes next; within it, the best waiter of the caller
+    served least (scheduler/fair_share.py), so one caller's many requests do not crowd out others."""
+
+    def next_up(self, queue: PriorityQueue, share: CallerShare) -> Request | None:
+        head = _head(queue, share)
+        if head is None:
+            return None
+        return share.least_served(queue, head.priority) or head
+
+
+def _head(queue: PriorityQueue, share: CallerShare) -> Request | None:
+    head = queue.peek()
+    if head is not None and not share.may_run(head):
+        head = next((r for r in queue.ranked() if share.may_run(r)), None)
+    return head
+
+
+def policy_for(config: SchedulerConfig) -> SchedulingPolicy:
+    """The policy the configuration describes: fair share inside a class (`fair_share.enabled`)
+    or the queue's own order."""
+    return ClassPolicy(FairOrder() if config.fair_share.enabled else QueueOrder())
+
+
 class ClassPolicy:
     """Priority classes in order, each request's score rising with its wait (aging); within a class
     the least-served caller first (fair share, when on); a caller at its `max_parallel` waits; slots
@@ -44,7 +85,10 @@ class ClassPolicy:
     and while high traffic alone fills the running limit and is here (waiting, or holding half the
     limit) no lower request starts, however long it aged (accepted with a long promise, it would
     hold a slot high needs for its whole decode). Which parts apply
-    follows the configuration: `fair_share.enabled`, `aging_per_s`, `limit.high_reserve`."""
+    follows the configuration: the order (`policy_for`), `aging_per_s`, `limit.high_reserve`."""
+
+    def __init__(self, order: Order) -> None:
+        self.order = order
 
     def next_start(self, state: SchedulerState) -> Decision:
         if state.closed:
@@ -52,7 +96,7 @@ class ClassPolicy:
         high_waiting = state.queue.count(PriorityClass.HIGH) > 0
         if not state.admission.has_any_slot(high_waiting):
             return _NO_SLOT
-        head = state.share.next_up(state.queue)
+        head = self.order.next_up(state.queue, state.share)
         if head is None:
             return _EMPTY
         if head.priority is not PriorityClass.HIGH and state.admission.held_for_high(high_waiting):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from scheduler.caller_share import CallerShare
 from scheduler.fair_share import VirtualTokenCounter
+from scheduler.policy import FairOrder
 from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass as P
 from tests.scheduler.factory import make_request
+
+FAIR = FairOrder()
 
 
 def queue_of(*requests) -> PriorityQueue:
@@ -20,7 +23,7 @@ def queue_of(*requests) -> PriorityQueue:
 def drain_order(share: CallerShare, queue: PriorityQueue, output_tokens: int = 10) -> list[str]:
     """Run the queue one request at a time, each served in full before the next starts."""
     order = []
-    while (request := share.next_up(queue)) is not None:
+    while (request := FAIR.next_up(queue, share)) is not None:
         queue.remove(request.key)
         share.started(request)
         share.served(request.caller, output_tokens=output_tokens)
@@ -43,7 +46,7 @@ def test_the_least_served_caller_goes_next_within_a_class():
     vtc.charge("alice", prompt_tokens=100, output_tokens=100)  # 300
     vtc.charge("bob", prompt_tokens=10)  # 10
     queue = queue_of(make_request(arrival=0, caller="alice"), make_request(arrival=1, caller="bob"))
-    assert CallerShare(vtc).next_up(queue).caller == "bob"
+    assert FAIR.next_up(queue, CallerShare(vtc)).caller == "bob"
     assert vtc.of("alice") == 300 and vtc.of("bob") == 10
 
 
@@ -73,9 +76,9 @@ def test_the_class_order_and_aging_are_unchanged():
     share = CallerShare(vtc)
     low = make_request(P.LOW, arrival=0, caller="bob")
     high = make_request(P.HIGH, arrival=0, caller="alice")
-    assert share.next_up(queue_of(low, high)) is high  # the least served waits for a higher class
+    assert FAIR.next_up(queue_of(low, high), share) is high  # the least served waits for a higher class
     aged = make_request(P.LOW, arrival=-100, caller="bob")  # aged past a fresh high
-    assert share.next_up(queue_of(aged, high)) is aged
+    assert FAIR.next_up(queue_of(aged, high), share) is aged
 
 
 def test_a_returning_caller_is_lifted_to_the_least_served_waiter():
@@ -92,7 +95,7 @@ def test_within_a_caller_its_best_request_goes_first():
     share = CallerShare(VirtualTokenCounter())
     plain = make_request(arrival=0, caller="alice")
     short = make_request(arrival=1, caller="alice", score=7.5)  # the short-request bonus
-    assert share.next_up(queue_of(plain, short)) is short
+    assert FAIR.next_up(queue_of(plain, short), share) is short
 
 
 def test_a_caller_at_its_running_limit_is_skipped_not_blocking():
@@ -102,9 +105,9 @@ def test_a_caller_at_its_running_limit_is_skipped_not_blocking():
     waiting = make_request(P.HIGH, arrival=0, caller="alice", max_parallel=1)
     other = make_request(P.LOW, arrival=5, caller="bob")
     queue = queue_of(waiting, other)
-    assert share.next_up(queue) is other
+    assert FAIR.next_up(queue, share) is other
     share.ended(running)
-    assert share.next_up(queue) is waiting
+    assert FAIR.next_up(queue, share) is waiting
 
 
 def test_positions_follow_the_fair_order():

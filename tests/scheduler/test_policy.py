@@ -4,7 +4,7 @@ as data; nothing runs. The dispatcher takes any policy, so another order needs n
 from __future__ import annotations
 
 from engine.sim import SimEngine
-from scheduler.policy import ClassPolicy, Decision, Reason
+from scheduler.policy import ClassPolicy, Decision, FairOrder, Reason, policy_for
 from scheduler.request import PriorityClass as P
 from scheduler.request import Request
 from scheduler.state import SchedulerState
@@ -30,14 +30,14 @@ def queued(s: SchedulerState, *requests: Request) -> None:
 
 def test_each_reason_is_told() -> None:
     s = state()
-    assert ClassPolicy().next_start(s) == Decision(None, Reason.EMPTY)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(None, Reason.EMPTY)
     low, high = make_request(P.LOW, arrival=0), make_request(P.HIGH, arrival=5)
     queued(s, low, high)
-    assert ClassPolicy().next_start(s) == Decision(high, Reason.HEAD)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(high, Reason.HEAD)
     s.admission.paused = True
-    assert ClassPolicy().next_start(s) == Decision(None, Reason.NO_SLOT)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(None, Reason.NO_SLOT)
     s.admission.paused, s.closed = False, True
-    assert ClassPolicy().next_start(s) == Decision(None, Reason.CLOSED)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(None, Reason.CLOSED)
 
 
 def test_a_high_request_starts_past_a_head_that_does_not_fit() -> None:
@@ -45,9 +45,9 @@ def test_a_high_request_starts_past_a_head_that_does_not_fit() -> None:
     big = make_request(P.MEDIUM, arrival=0, score=1000, prompt_tokens=60, max_tokens=60)
     high = make_request(P.HIGH, arrival=1, prompt_tokens=10, max_tokens=10)
     queued(s, big, high)
-    assert ClassPolicy().next_start(s) == Decision(high, Reason.HIGH_BEHIND)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(high, Reason.HIGH_BEHIND)
     s.queue.remove(high.key)
-    assert ClassPolicy().next_start(s) == Decision(None, Reason.HEAD_WAITS)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(None, Reason.HEAD_WAITS)
 
 
 def test_a_caller_at_its_running_limit_is_passed_over() -> None:
@@ -56,7 +56,7 @@ def test_a_caller_at_its_running_limit_is_passed_over() -> None:
     s.share.started(make_request(P.MEDIUM, caller="busy", max_parallel=1))
     other = make_request(P.LOW, arrival=5, caller="other")
     queued(s, busy, other)
-    assert ClassPolicy().next_start(s) == Decision(other, Reason.HEAD)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(other, Reason.HEAD)
 
 
 class LowestFirst:
@@ -96,3 +96,17 @@ async def test_waits_while_the_engine_has_room_are_counted_per_class() -> None:
     sched.expire_waiters()
     assert idle[P.LOW] == 3.0  # nothing waits any more
     await stop(sched)
+
+
+def test_the_configuration_chooses_the_order() -> None:
+    """Fair share on: the least-served caller's request of the head's class; off: the queue's order."""
+    for fair, expected in ((True, "light"), (False, "heavy")):
+        s = state(fair=fair)
+        heavy, light = make_request(P.LOW, arrival=0, caller="heavy"), make_request(P.LOW, arrival=1, caller="light")
+        queued(s, heavy, light)
+        s.share.served("heavy", output_tokens=500)  # its running requests' answers, while both wait
+        config = SchedulerConfig()
+        config.fair_share.enabled = fair
+        decision = policy_for(config).next_start(s)
+        assert decision.reason is Reason.HEAD and decision.start is not None
+        assert decision.start.caller == expected
