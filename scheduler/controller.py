@@ -67,6 +67,10 @@ class Controller:
         if s.pressure.sample(wait, high):
             state = "enter" if s.pressure.emergency else "leave"
             log.warning("emergency mode %s: avg_wait=%.2fs high_waiting=%d", state, wait, high)
+            for request in s.queue.members(PriorityClass.HIGH):
+                if (score := s.pressure.boosted(request)) is not None:
+                    s.queue.rescore(request, score)
+                    s.share.joined(request, s.queue)
 
     def adjust_limit(self) -> None:
         """One step of the adaptive running limit, from the TPOT measured since the last step."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.request import PriorityClass
+from scheduler.request import PriorityClass, Request
 from settings.schema import PressureConfig
 
 
@@ -25,6 +25,16 @@ class PressureMonitor:
         if self.emergency and priority is PriorityClass.HIGH:
             return score * self.config.high_boost
         return score
+
+    def boosted(self, request: Request) -> float | None:
+        """The score a high request takes in emergency mode (None: it keeps its own). Every high
+        waiting when the mode begins takes it too: a boosted newcomer would otherwise outrank an
+        older high for (boost - 1) x score / aging seconds (20 s by default), and under a stream
+        of highs that one would wait all that time."""
+        if not self.emergency or request.priority is not PriorityClass.HIGH or request.boosted:
+            return None
+        request.boosted = True
+        return request.score * self.config.high_boost
 
     def max_wait_s(self, priority: PriorityClass, normal_s: float) -> float:
         if self.emergency and priority is PriorityClass.LOW:

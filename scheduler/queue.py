@@ -21,6 +21,7 @@ class PriorityQueue:
         self._heap: list[tuple[float, int, Request]] = []
         self._order = itertools.count()
         self._members: dict[RequestKey, Request] = {}
+        self._entries: dict[RequestKey, int] = {}  # each waiter's live heap entry, by its order; others are stale
         self._by_class: dict[PriorityClass, OrderedDict[RequestKey, Request]] = {
             c: OrderedDict() for c in PriorityClass
         }
@@ -45,18 +46,28 @@ class PriorityQueue:
         return request.score + self.aging_per_s * (now - request.arrival)
 
     def push(self, request: Request) -> None:
-        heapq.heappush(self._heap, (-self.key(request), next(self._order), request))
+        order = next(self._order)
+        heapq.heappush(self._heap, (-self.key(request), order, request))
         self._members[request.key] = request
+        self._entries[request.key] = order
         self._by_class[request.priority][request.key] = request
         self._by_caller[request.caller] += 1
+        self._version += 1
+
+    def rescore(self, request: Request, score: float) -> None:
+        """A waiter's score changes: it takes its new place, its arrival (and so its aging) kept."""
+        request.score = score
+        order = next(self._order)
+        heapq.heappush(self._heap, (-self.key(request), order, request))
+        self._entries[request.key] = order
         self._version += 1
 
     def holds(self, request: Request) -> bool:
         return self._members.get(request.key) is request
 
     def peek(self) -> Request | None:
-        heap, members = self._heap, self._members
-        while heap and members.get((top := heap[0][2]).key) is not top:
+        heap, entries = self._heap, self._entries
+        while heap and entries.get((top := heap[0])[2].key) != top[1]:
             heapq.heappop(heap)
         return heap[0][2] if heap else None
 
@@ -135,24 +146,28 @@ class PriorityQueue:
 
     def _forget(self, request: Request) -> None:
         del self._members[request.key]
+        del self._entries[request.key]
         del self._by_class[request.priority][request.key]
         self._by_caller[request.caller] -= 1
         if not self._by_caller[request.caller]:
             del self._by_caller[request.caller]
         self._version += 1
 
+    def _live(self, entry: tuple[float, int, Request]) -> bool:
+        return self._entries.get(entry[2].key) == entry[1]
+
     def _drop_stale_top(self) -> None:
-        while self._heap and self._members.get(self._heap[0][2].key) is not self._heap[0][2]:
+        while self._heap and not self._live(self._heap[0]):
             heapq.heappop(self._heap)
 
     def _compact(self) -> None:
-        self._heap = [e for e in self._heap if self._members.get(e[2].key) is e[2]]
+        self._heap = [e for e in self._heap if self._live(e)]
         heapq.heapify(self._heap)
 
     def _refresh_ranking(self) -> None:
         if self._ranked_version == self._version:
             return
-        live = [e for e in self._heap if self._members.get(e[2].key) is e[2]]
+        live = [e for e in self._heap if self._live(e)]
         live.sort(key=lambda e: (e[0], e[1]))
         self._ranked = [e[2] for e in live]
         self._ranked_version = self._version

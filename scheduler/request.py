@@ -56,6 +56,7 @@ class Request:
     engine_id: str = ""  # the id the engine runs it under, unique among live requests; the scheduler sets it
     background: bool = False  # a batch line: runs only on capacity interactive work leaves (scheduler/background.py)
     preempted: bool = False  # background work told to give its slot back
+    boosted: bool = False  # its score carries emergency mode's boost for high (scheduler/pressure.py)
     key: RequestKey = field(init=False, repr=False)  # (caller, request_id): both fixed at creation
 
     def __post_init__(self) -> None:

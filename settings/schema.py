@@ -454,7 +454,11 @@ class PressureConfig(Section):
     interval_s: float = Field(5.0, ge=0.05, description="How often pressure is sampled.")
     avg_wait_s: float = Field(3.0, ge=0.0, description="Enter when the average wait exceeds this...")
     high_waiting: int = Field(3, ge=1, description="...or when this many high requests wait.")
-    high_boost: float = Field(1.5, ge=1.0, description="New high requests' weight multiplier in emergency mode.")
+    high_boost: float = Field(
+        1.5,
+        ge=1.0,
+        description="High requests' weight multiplier in emergency mode (those waiting when it begins too).",
+    )
     low_max_wait_s: float = Field(
         20.0,
         ge=0.1,

@@ -178,6 +178,24 @@ async def test_emergency_mode_boosts_high_and_shortens_low_waits():
     await stop(sched)
 
 
+async def test_highs_waiting_when_emergency_begins_keep_their_place_before_later_highs():
+    """A boosted newcomer would outrank an older unboosted high for 20 s of aging: under a stream
+    of highs (5x capacity on vLLM) that one waited 16 s while every later high started."""
+    clock = FakeClock()
+    sched = await started(slots=1, latency_ms=50, clock=clock)
+    sched.submit(make_request(max_tokens=100))  # holds the one slot
+    waiting = [sched.submit(make_request(P.HIGH, score=10.0)) for _ in range(3)]
+    sched.sample_pressure()
+    assert sched.pressure.emergency
+    clock.advance(1.0)
+    later = sched.submit(make_request(P.HIGH, score=10.0))
+    assert [r.request_id for r in sched.queue.ranked()] == [t.request.request_id for t in (*waiting, later)]
+    assert all(t.request.score == 15.0 for t in (*waiting, later))
+    sched.sample_pressure()  # still pressed: nobody is boosted twice
+    assert all(t.request.score == 15.0 for t in (*waiting, later)) and len(sched.queue.ranked()) == 4
+    await stop(sched)
+
+
 async def test_duplicate_ids_are_refused_while_in_flight():
     sched = await started(slots=1, latency_ms=20)
     ticket = sched.submit(make_request(request_id="same", max_tokens=2))
