@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import socket
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from types import FrameType
@@ -68,6 +69,7 @@ class PathRecorder:
 
 
 async def measure(stream: bool, tokens: int) -> PathRecorder:
+    stores = tempfile.mkdtemp(prefix="request-path-")
     overrides = [
         "engine.backend=sim",
         "engine.sim.token_latency_ms=0",
@@ -77,8 +79,8 @@ async def measure(stream: bool, tokens: int) -> PathRecorder:
         "monitor.gpu=false",
         "server.ui=false",
         "usage.path=",
-        "responses.path=",
-        "batches.path=",
+        f"responses.path={stores}/responses.sqlite3",
+        f"batches.path={stores}/batches.sqlite3",
     ]
     services = build_services(load_config(None, overrides=overrides))
     with socket.socket() as probe:
