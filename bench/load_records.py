@@ -40,6 +40,9 @@ class Sample:
     measured_tpot_s: float | None = None
     tpot_set_point_s: float | None = None
     max_queue_size: int | None = None
+    idle_wait_s: dict[str, float] | None = (
+        None  # ours: seconds waited while the engine had room, per class, since start
+    )
 
 
 @dataclass

@@ -312,6 +312,18 @@ def _queue_wait(server: str, s: Summary, cal: Calibration | None) -> str:
     return f"~{ms(s.ttft.mean - cal.single_ttft_s)} ms (estimate)"
 
 
+def _idle_waits(run: Run) -> str:
+    seen = [s.idle_wait_s for s in run.samples if s.idle_wait_s]
+    if len(seen) < 2:
+        return "-"
+    per_request = []
+    for cls in ("high", "low"):
+        sent = sum(1 for r in run.records if r.cls == cls)
+        waited = seen[-1].get(cls, 0.0) - seen[0].get(cls, 0.0)
+        per_request.append(f"{1000 * waited / sent:.0f}" if sent else "-")
+    return " / ".join(per_request)
+
+
 def sampled_table(runs: list[Run]) -> Table:
     rows: list[list[object]] = []
     for run in runs:
@@ -329,6 +341,7 @@ def sampled_table(runs: list[Run]) -> Table:
                 f"{min(limits)}-{max(limits)}" if limits else "-",
                 f"{min(tpots):.3f}-{max(tpots):.3f}" if tpots else "-",
                 f"{min(set_points):.3f}-{max(set_points):.3f}" if set_points else "-",
+                _idle_waits(run),
                 ms(lag),
                 f"{len(run.stalls_s)} ({sum(run.stalls_s):.1f} s)",
                 "yes" if run.crashed else "no",
@@ -344,6 +357,7 @@ def sampled_table(runs: list[Run]) -> Table:
             "ours: running limit",
             "ours: measured TPOT s",
             "ours: TPOT set point s",
+            "ours: idle wait ms per request (high / low)",
             "send lag p99 ms",
             "machine stalls",
             "crashed",
@@ -351,6 +365,8 @@ def sampled_table(runs: list[Run]) -> Table:
         rows,
         [
             "running limit: /v1/queue/status slots (the adaptive running limit)",
+            "idle wait: seconds the class's requests waited in our queue while the engine had room (free slots "
+            "and tokens), over the level (/v1/queue/status idle_wait_s), per request of the class sent",
             "send lag: actual minus planned send time; large values mean the client fell behind the plan",
             "machine stalls: pauses over 100 ms seen by an idle probe process during the level (count, total): "
             "the CPUs were held by others, which holds up server and client too: the level's latencies are disturbed",
