@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from bench.clients import StreamResult, stream_chat
 from bench.common import Stats, timed_sleep
-from bench.load_requests import CLIENT_TIMEOUT_S, new_client, request_for
+from bench.load_requests import CLIENT_TIMEOUT_S, fresh_prompts, new_client, request_for
 from bench.servers import ServerProcess
 
 
@@ -45,6 +45,7 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
     done: list[StreamResult] = []
     counter = 0
 
+    fresh_prompts()
     async with new_client(server.url) as client:
         singles = [
             await stream_chat(client, *request_for(server.name, -10 - i, "low"), CLIENT_TIMEOUT_S) for i in range(3)

@@ -66,6 +66,7 @@ from bench.load_requests import (  # noqa: E402
     SEEDED,
     TEMPERATURE,
     Planned,
+    fresh_prompts,
     make_plan,
     new_client,
     request_for,
@@ -163,6 +164,7 @@ def start(name: str, engine: str, kv_bytes: int, ours_set: list[str]) -> ServerP
 
 async def warm_up(server: ServerProcess) -> None:
     """Four requests together, not recorded: first requests after a start pay for lazy paths."""
+    fresh_prompts()
     async with new_client(server.url) as client:
         results = await asyncio.gather(
             *(stream_chat(client, *request_for(server.name, -1 - i, "high"), 60) for i in range(4))
@@ -191,6 +193,7 @@ async def run_load(
     """Send the plan on time whatever happens to earlier requests, wait for every answer (each at
     most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout."""
     run = Run(server.name, load, load * capacity, duration_s, capacity)
+    fresh_prompts()
     rate = run.rate
     plan = make_plan(seed, rate, duration_s)
     with machine_stalls() as run.stalls_s:

@@ -5,6 +5,7 @@ every benchmark gets the identical requests."""
 from __future__ import annotations
 
 import random
+import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +44,21 @@ def make_plan(seed: int, rate: float, duration_s: float) -> list[Planned]:
     return plan
 
 
+_BATCH = {"tag": ""}
+
+
+def fresh_prompts() -> None:
+    """From now on every prompt is one no server has seen: a calibration, a warm-up and each run
+    number their requests from 0, and a server that had seen "Request 7." before answered it from
+    its prefix cache (llama.cpp's own server, calibrated just before its run, did: first tokens in
+    25 ms where a new prompt takes 200)."""
+    _BATCH["tag"] = secrets.token_hex(3) + "-"
+
+
 def prompt_for(index: int) -> str:
-    """About 50 words, different for every request index (no prefix-cache or response-cache hits)."""
-    return f"Request {index}. {PROMPTS[(index * 5) % len(PROMPTS)]}"
+    """About 50 words, different for every request index and every `fresh_prompts` (no
+    prefix-cache or response-cache hits)."""
+    return f"Request {_BATCH['tag']}{index}. {PROMPTS[(index * 5) % len(PROMPTS)]}"
 
 
 def request_for(server: str, index: int, cls: str) -> tuple[dict[str, Any], dict[str, str]]:
