@@ -111,7 +111,8 @@ class Scheduler:
             return self._submit_background(request)
         try:
             self._check_submittable(request)
-            request.score = self.state.pressure.boosted(request) or request.score
+            if (score := self.state.pressure.boosted(request)) is not None:
+                request.score = score
             request.arrival = self.clock()
             self._check_door(request)
             if len(self.queue) >= queue_room(

@@ -34,7 +34,7 @@ class PressureMonitor:
         if not self.emergency or request.priority is not PriorityClass.HIGH or request.boosted:
             return None
         request.boosted = True
-        return request.score * self.config.high_boost
+        return self.weight(request.priority, request.score)
 
     def max_wait_s(self, priority: PriorityClass, normal_s: float) -> float:
         if self.emergency and priority is PriorityClass.LOW:
