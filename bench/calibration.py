@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from bench.clients import StreamResult, stream_chat
 from bench.common import Stats, timed_sleep
 from bench.load_requests import CLIENT_TIMEOUT_S, fresh_prompts, new_client, request_for
+from bench.load_samples import until_idle
 from bench.servers import ServerProcess
 
 
@@ -73,9 +74,9 @@ async def calibrate(server: ServerProcess, levels: tuple[int, ...], measure_s: f
                 out.append(level_of(c, sample))
         finally:
             for w in workers:
-                w.cancel()  # closing the streams aborts the requests in vLLM
+                w.cancel()  # closing the streams aborts the requests, at once in vLLM, in seconds in llama.cpp
             await asyncio.gather(*workers, return_exceptions=True)
-    await timed_sleep("after calibration, settling", 3.0)  # vLLM finishes aborting the cancelled streams
+            await until_idle(server, client)
     measured = [level for level in out if level.completed]
     if not measured:
         errors = [r.error for r in done if r.error]

@@ -33,6 +33,23 @@ async def sample_forever(server: ServerProcess, client: httpx.AsyncClient, run: 
         await asyncio.sleep(max(0.0, SAMPLE_INTERVAL_S - (time.perf_counter() - t0 - sample.t_s)))
 
 
+async def until_idle(server: ServerProcess, client: httpx.AsyncClient, limit_s: float = 120.0) -> float:
+    """Waits until the server says nothing runs or waits (two readings in a row, since llama.cpp
+    refreshes its metrics with its slots), at most `limit_s`; returns the seconds waited. A closed
+    loop's cancelled streams keep llama.cpp's own server busy for seconds after the client closed
+    them: the next run, on another server of the same two cores, lost its first seconds to them
+    (first tokens 2.5 s where 0.23 s was the norm)."""
+    sampler = {"ours": _sample_ours, "llama.cpp": _sample_llamacpp}.get(server.name, _sample_vllm)
+    start, quiet = time.perf_counter(), 0
+    while quiet < 2 and time.perf_counter() - start < limit_s:
+        sample = Sample(0.0, True, 0)
+        with contextlib.suppress(Exception):
+            await sampler(client, sample)
+        quiet = quiet + 1 if sample.running == 0 and not sample.waiting else 0
+        await asyncio.sleep(0.5)
+    return time.perf_counter() - start
+
+
 async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
     status = (await client.get("/v1/queue/status", timeout=2)).json()
     sample.waiting, sample.running = status.get("waiting_total"), status.get("running")
