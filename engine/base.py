@@ -27,6 +27,7 @@ class Capabilities:
     serial_prefill: bool = (
         False  # prompts prefill on the CPU threads that decode (llama.cpp, vLLM on a CPU): one lower at a time
     )
+    resumable: bool = False  # `suspend` frees a running sequence's slot and `resume` goes on where it stopped
 
 
 @dataclass(slots=True)
@@ -76,5 +77,13 @@ class EngineBackend(Protocol):
     def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]: ...
 
     async def abort(self, request_id: str) -> None: ...
+
+    def suspend(self, request_id: str) -> None:
+        """Frees a running sequence's slot and memory; its stream stays open and waits for `resume`
+        (engines whose `resumable` is false raise EngineError)."""
+
+    def resume(self, request_id: str) -> None:
+        """Runs a suspended sequence again: its prompt and its answer so far prefilled anew, the
+        stream going on where it stopped."""
 
     def stats(self) -> EngineStats: ...

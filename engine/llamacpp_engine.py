@@ -166,6 +166,12 @@ class LlamaCppEngine:
     async def abort(self, request_id: str) -> None:
         """Nothing to do: the scheduler cancels the generator, which closes the stream."""
 
+    def suspend(self, request_id: str) -> None:
+        raise EngineError("llama.cpp cannot suspend a sequence and resume it")
+
+    def resume(self, request_id: str) -> None:
+        raise EngineError("llama.cpp cannot suspend a sequence and resume it")
+
     def stats(self) -> EngineStats:
         """llama.cpp reports no KV use; running is what holds a slot now."""
         hit_rate = self._cached_tokens / self._prompt_tokens if self._prompt_tokens else None

@@ -223,6 +223,12 @@ class OpenAIUpstreamEngine:
     async def abort(self, request_id: str) -> None:
         """Nothing to do: the scheduler cancels the generator, which closes the upstream stream."""
 
+    def suspend(self, request_id: str) -> None:
+        raise EngineError("an upstream server cannot suspend a sequence and resume it")
+
+    def resume(self, request_id: str) -> None:
+        raise EngineError("an upstream server cannot suspend a sequence and resume it")
+
     def stats(self) -> EngineStats:
         healthy = self.pool.healthy
         return EngineStats(

@@ -52,6 +52,7 @@ class _Sequence:
     text: str = ""
     prefilled: bool = False
     done: bool = False
+    suspended: bool = False  # out of the batch, its answer so far kept, until `resume`
     script: sim_script.Script = field(default_factory=list)  # markers and fixed text, None for a word
     scripted: bool = False  # the answer is the script (a call, JSON): it ends when the script does
 
@@ -86,6 +87,7 @@ class SimEngine:
             supports_priority=True,
             max_num_seqs=self.config.max_num_seqs,
             tool_format="harmony" if self.config.harmony else "hermes",
+            resumable=True,
         )
 
     async def start(self) -> None:
@@ -152,6 +154,23 @@ class SimEngine:
         seq = self._sequences.get(request_id)
         if seq is not None:
             self._finish(seq, Delta("", 0, "abort"))
+
+    def suspend(self, request_id: str) -> None:
+        seq = self._sequences.get(request_id)
+        if seq is None or seq.done:
+            raise EngineError(f"request {request_id!r} is not running")
+        seq.suspended = True
+        self._release(seq)
+
+    def resume(self, request_id: str) -> None:
+        """Back in the engine's queue; its prompt and answer so far prefill again, and the answer
+        goes on as it would have (the same random draws)."""
+        seq = self._sequences.get(request_id)
+        if seq is None or not seq.suspended:
+            return
+        seq.suspended, seq.prefilled = False, False
+        heapq.heappush(self._waiting, (seq.params.priority, next(self._order), request_id))
+        self._wake_event().set()
 
     def stats(self) -> EngineStats:
         used = self._kv_used
@@ -230,18 +249,20 @@ class SimEngine:
         while self._waiting and len(self._running) < self.config.max_num_seqs:
             _, _, request_id = heapq.heappop(self._waiting)
             seq = self._sequences.get(request_id)
-            if seq is None or seq.done:
+            if seq is None or seq.done or seq.suspended or seq in self._running:
                 continue
-            if self._kv_used + seq.prompt_tokens > self.config.kv_tokens:
+            if self._kv_used + seq.prompt_tokens + seq.generated > self.config.kv_tokens:
                 self._finish(seq, EngineOutOfMemory(f"KV cache full: {seq.prompt_tokens} prompt tokens do not fit"))
                 continue
             self._running.append(seq)
-            self._kv_used += seq.prompt_tokens
+            self._kv_used += seq.prompt_tokens + seq.generated
 
     def _step_seconds(self) -> float:
         cfg = self.config
         decode = cfg.token_latency_ms * (1 + cfg.batch_slowdown * (len(self._running) - 1))
-        prefill = sum(s.prompt_tokens for s in self._running if not s.prefilled) * cfg.prefill_ms_per_token
+        prefill = (
+            sum(s.prompt_tokens + s.generated for s in self._running if not s.prefilled) * cfg.prefill_ms_per_token
+        )
         return (decode + prefill) / 1000
 
     def _decode_one(self, seq: _Sequence) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from engine.harmony_answer import ANSWER_SUFFIX, THINKING_ENDS, answer_header
 from engine.hermes import split_tool_calls, strict_calls
 from engine.kv_size import default_cpu_kv_bytes
 from engine.model_files import resolve_model
+from engine.suspension import Suspensions
 from settings.schema import EngineConfig, VllmConfig
 
 log = logging.getLogger("gpt_oss_webui.engine")
@@ -50,6 +52,9 @@ class VllmEngine:
         self._stats: dict[str, float] = {}
         self._generated = 0
         self._on_cpu = False
+        self._parts: dict[str, str] = {}  # a request's id -> the id of its vLLM request now (a new one per resume)
+        self._suspended = Suspensions()
+        self._aborting: set[asyncio.Task] = set()
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> VllmEngine:
@@ -72,6 +77,7 @@ class VllmEngine:
             tool_format=self._tool_format,
             unsupported_params=CPU_UNSUPPORTED_PARAMS if self._on_cpu else frozenset(),
             serial_prefill=self._on_cpu,
+            resumable=True,
         )
 
     async def start(self) -> None:
@@ -165,29 +171,47 @@ class VllmEngine:
     async def _run(
         self, request_id: str, token_ids: list[int], params: GenParams, written: list[int] | None = None
     ) -> AsyncIterator[Delta]:
-        """One engine request; `written` collects its output token ids, and its stop string last."""
+        """One engine request; `written` collects its output token ids, and its stop string last.
+        Suspended (`suspend`), it is aborted in vLLM and waits for `resume`, then runs on as a new
+        vLLM request whose prompt ends with the answer so far (the prefix cache keeps most of it)."""
         from vllm.inputs import TokensPrompt
 
         priority = params.priority if self.config.scheduling_policy == "priority" else 0
-        outputs = self._engine.generate(
-            TokensPrompt(prompt_token_ids=token_ids), self._sampling_params(params), request_id, priority=priority
-        )
-        async for output in outputs:
-            piece = output.outputs[0]
-            self._generated += len(piece.token_ids)
-            if written is not None:
-                written.extend(piece.token_ids)
-            finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
-            if finish is not None and written is not None:
-                written.append(piece.stop_reason)
-            yield Delta(
-                piece.text,
-                len(piece.token_ids),
-                finish,
-                cached_tokens=output.num_cached_tokens,
-                logprobs=_logprobs(piece, params.logprobs),
-                stop_sequence=stop_string(piece, finish),
-            )
+        out: list[int] = []
+        try:
+            for resumes in itertools.count():
+                part = self._parts[request_id] = f"{request_id}+{resumes}" if resumes else request_id
+                outputs = self._engine.generate(
+                    TokensPrompt(prompt_token_ids=token_ids + out),
+                    self._sampling_params(_after(params, len(out))),
+                    part,
+                    priority=priority,
+                )
+                async for output in outputs:
+                    piece = output.outputs[0]
+                    if piece.finish_reason == "abort" and self._suspended.pending(request_id):
+                        break
+                    self._generated += len(piece.token_ids)
+                    out.extend(piece.token_ids)
+                    if written is not None:
+                        written.extend(piece.token_ids)
+                    finish = _FINISH.get(piece.finish_reason or "", "stop") if output.finished else None
+                    if finish is not None and written is not None:
+                        written.append(piece.stop_reason)
+                    yield Delta(
+                        piece.text,
+                        len(piece.token_ids),
+                        finish,
+                        cached_tokens=output.num_cached_tokens,
+                        logprobs=_logprobs(piece, params.logprobs),
+                        stop_sequence=stop_string(piece, finish),
+                    )
+                else:
+                    return
+                await self._suspended.wait(request_id)
+        finally:
+            self._parts.pop(request_id, None)
+            self._suspended.forget(request_id)
 
     async def _think_then_answer(
         self, request_id: str, token_ids: list[int], params: GenParams
@@ -220,7 +244,21 @@ class VllmEngine:
 
     async def abort(self, request_id: str) -> None:
         if self._engine is not None:
-            await self._engine.abort([request_id, request_id + ANSWER_SUFFIX])
+            await self._engine.abort([self._parts.get(request_id, request_id), request_id + ANSWER_SUFFIX])
+
+    def suspend(self, request_id: str) -> None:
+        """The sequence's vLLM request is aborted (its blocks stay in the prefix cache until
+        needed); `_run` keeps the stream and waits for `resume`."""
+        part = self._parts.get(request_id)
+        if self._engine is None or part is None:
+            raise EngineError(f"request {request_id!r} is not running")
+        self._suspended.suspend(request_id)
+        task = asyncio.get_running_loop().create_task(self._engine.abort(part))
+        self._aborting.add(task)
+        task.add_done_callback(self._aborting.discard)
+
+    def resume(self, request_id: str) -> None:
+        self._suspended.resume(request_id)
 
     def stats(self) -> EngineStats:
         usage = float(self._stats.get("kv_usage", 0.0))
@@ -265,6 +303,13 @@ class VllmEngine:
             skip_special_tokens=not self._harmony,
             spaces_between_special_tokens=not self._harmony,
         )
+
+
+def _after(params: GenParams, written: int) -> GenParams:
+    """The sampling of a request resumed after `written` tokens: what is left of it."""
+    if not written:
+        return params
+    return replace(params, max_tokens=params.max_tokens - written, min_tokens=max(0, params.min_tokens - written))
 
 
 def stop_string(piece: Any, finish: FinishReason | None) -> str | None:

@@ -196,6 +196,11 @@ class _LiveState:
         for name, seconds in snap.idle_wait_s.items():
             idle.add_metric([name], seconds)
         yield idle
+        yield CounterMetricFamily(
+            "gptoss_slots_taken_back",
+            "Slots running medium and low requests gave to high (suspended, then resumed where they stopped)",
+            snap.taken_back,
+        )
         yield GaugeMetricFamily("gptoss_requests_running", "Requests running in the engine", snap.running)
         yield GaugeMetricFamily(
             "gptoss_concurrency_limit", "Requests the engine may run at once now (adaptive)", snap.limit

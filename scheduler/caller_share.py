@@ -60,6 +60,10 @@ class CallerShare:
         self.running_of[request.caller] += 1
         self.served(request.caller, prompt_tokens=request.prompt.num_tokens)
 
+    def resumed(self, request: Request) -> None:
+        """Back in the engine after giving its slot up: running again, its prompt charged once already."""
+        self.running_of[request.caller] += 1
+
     def served(self, caller: str, prompt_tokens: int = 0, output_tokens: int = 0) -> None:
         if self.fair is not None:
             self.fair.charge(caller, prompt_tokens, output_tokens)

@@ -14,6 +14,7 @@ from scheduler.outcome import Outcome
 from scheduler.policy import SchedulingPolicy
 from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
 from scheduler.state import SchedulerState
+from scheduler.takeback import to_take_back
 
 log = logging.getLogger("gpt_oss_webui.queue")
 
@@ -28,6 +29,8 @@ class Dispatcher:
 
     def dispatch(self) -> None:
         s = self.state
+        if s.take_back and (s.queue.count(PriorityClass.HIGH) or s.admission.high_fills_limit()):
+            self._take_back()
         while (request := self.policy.next_start(s).start) is not None:
             s.queue.remove(request.key)
             self._start(request)
@@ -35,6 +38,9 @@ class Dispatcher:
 
     def _start(self, request: Request) -> None:
         s = self.state
+        if request.suspended:  # it gave its slot to high and runs on
+            self._resume(request)
+            return
         now = s.clock()
         wait = now - request.arrival
         request.state, request.dispatched_at = RequestState.RUNNING, now
@@ -81,7 +87,10 @@ class Dispatcher:
             ticket.events.put_nowait(SchedulerError(outcome, "the engine failed this request"))
         finally:
             self.state.tasks.pop(request.key, None)
-            self._release(request)
+            if request.suspended:  # ended while it waited: its slot is back already
+                self.state.queue.remove(request.key)
+            else:
+                self._release(request)
             if not request.background:  # the door's figures are interactive work's
                 self.state.drain.record(self.state.clock() - (request.dispatched_at or request.arrival))
             self.ledger.finish(request, outcome)
@@ -92,17 +101,21 @@ class Dispatcher:
         s, request = self.state, ticket.request
         first: float | None = None
         last: float | None = None
-        decoded = 0
+        decoded = resumes = 0
         batch_mark = s.pace.mark()
         async for delta in s.engine.generate(request.engine_id, request.prompt, request.params):
             ticket.events.put_nowait(delta)
             now = s.clock()
-            if first is None:
+            if first is None or request.resumes != resumes:  # a prefill ended: its first token, or a resume's
                 s.prefills.ended(now)
-                first, batch_mark = now, s.pace.mark()
-                self.ledger.emit(
-                    QueueEvent("first_token", request.priority, caller=request.caller, elapsed_s=now - request.arrival)
-                )
+                batch_mark, resumes = s.pace.mark(), request.resumes
+                if first is None:
+                    first = now
+                    self.ledger.emit(
+                        QueueEvent(
+                            "first_token", request.priority, caller=request.caller, elapsed_s=now - request.arrival
+                        )
+                    )
                 if s.admission.first_token(request.key):
                     self.dispatch()
             elif last is not None:  # always, once the first token is in
@@ -112,7 +125,7 @@ class Dispatcher:
             s.tokens_out += delta.num_tokens
             last = now
         batch_tpot = s.pace.since(batch_mark)
-        if decoded >= _MIN_DECODED and first is not None and last is not None and batch_tpot:
+        if decoded >= _MIN_DECODED and first is not None and last is not None and batch_tpot and not resumes:
             s.limit.finished((last - first) / decoded, batch_tpot)
         if request.background and first is not None and last is not None and request.dispatched_at is not None:
             s.background.finished(first - request.dispatched_at, last - request.dispatched_at)
@@ -140,6 +153,32 @@ class Dispatcher:
             s.tasks[request.key].cancel()
         if over > 0:
             log.debug("preempted %d background requests for interactive work", over)
+
+    def _take_back(self) -> None:
+        s = self.state
+        running = (
+            t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING
+        )
+        for request in to_take_back(s.admission, s.queue, running, s.share.may_run):
+            try:
+                s.engine.suspend(request.engine_id)
+            except EngineError:
+                continue  # not in the engine yet
+            self._release(request)
+            request.state, request.suspended = RequestState.QUEUED, True
+            s.share.joining(request, s.queue)
+            s.queue.push(request)
+            s.share.joined(request, s.queue)
+            s.taken_back += 1
+            log.debug("took back the slot of id=%s class=%s for high", request.request_id, request.priority.value)
+
+    def _resume(self, request: Request) -> None:
+        s = self.state
+        request.state, request.dispatched_at, request.suspended = RequestState.RUNNING, s.clock(), False
+        request.resumes += 1
+        s.admission.admit(request)
+        s.share.resumed(request)
+        s.engine.resume(request.engine_id)
 
     def _never_ran(self, ticket: Ticket, task: asyncio.Task) -> None:
         """A task cancelled before its first step never enters `_run`, so its cleanup is here."""

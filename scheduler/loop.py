@@ -86,6 +86,7 @@ class Scheduler:
         caps = s.engine.capabilities
         s.admission.token_budget, s.admission.block_size = caps.token_budget, caps.block_size
         s.admission.lower_prefills = s.config.lower_prefills or (1 if caps.serial_prefill else None)
+        s.take_back = caps.resumable and s.config.limit.take_back
         self.controller.set_upper()
         self._timer = asyncio.create_task(self.controller.tick_forever(), name="scheduler-timer")
 
@@ -96,6 +97,8 @@ class Scheduler:
             return
         s.closed = True
         for request in s.queue.ranked():
+            if request.key in s.tasks:
+                continue  # waiting with its slot given to high: its task, cancelled below, ends it
             s.queue.remove(request.key)
             self.ledger.fail(request, SchedulerError(Outcome.SHUTDOWN, "the server is shutting down"))
         tasks = list(s.tasks.values())
@@ -196,11 +199,11 @@ class Scheduler:
         key = ticket.key
         if self.state.tickets.get(key) is not ticket:
             return
-        if self.queue.remove(key) is not None:
+        if (task := self.state.tasks.get(key)) is not None:
+            task.cancel()  # running, or waiting with its slot given to high: its run ends it
+        elif self.queue.remove(key) is not None:
             self.ledger.fail(ticket.request, SchedulerError(Outcome.DISCONNECT, "the client disconnected"))
             self.dispatcher.dispatch()  # the head may have been what blocked smaller requests
-        elif (task := self.state.tasks.get(key)) is not None:
-            task.cancel()
 
     def _check_submittable(self, request: Request) -> None:
         if self.closed:

@@ -84,7 +84,8 @@ class ClassPolicy:
     kept for high (while one waits) let a high request start past a lower head that does not fit,
     and while high traffic alone fills the running limit and is here (waiting, or holding half the
     limit) no lower request starts, however long it aged (accepted with a long promise, it would
-    hold a slot high needs for its whole decode). Which parts apply
+    hold a slot high needs for its whole decode); a request that gave its slot to high
+    (scheduler/takeback.py) does not take it back while a high waits. Which parts apply
     follows the configuration: the order (`policy_for`), `aging_per_s`, `limit.high_reserve`."""
 
     def __init__(self, order: Order) -> None:
@@ -99,7 +100,8 @@ class ClassPolicy:
         head = self.order.next_up(state.queue, state.share)
         if head is None:
             return _EMPTY
-        if head.priority is not PriorityClass.HIGH and state.admission.held_for_high(high_waiting):
+        held = state.admission.held_for_high(high_waiting) or (head.suspended and high_waiting)
+        if head.priority is not PriorityClass.HIGH and held:
             high = _high_behind(state, head) if high_waiting else None  # an aged lower head waits too
             return Decision(high, Reason.HIGH_FIRST) if high is not None else _HEAD_WAITS
         if state.admission.fits(head, high_waiting):

@@ -47,6 +47,7 @@ class Snapshot:
     admission_paused: bool
     engine: EngineStats | None
     idle_wait_s: dict[str, float]  # seconds waited in our queue while the engine had room, per class, since start
+    taken_back: int  # slots running lower requests gave to high (suspended, resumed later), since start
 
     @property
     def waiting_total(self) -> int:
@@ -83,6 +84,7 @@ def snapshot(s: Scheduler) -> Snapshot:
         admission_paused=admission.paused,
         engine=s.engine.stats() if s.engine.ready else None,
         idle_wait_s={c.value: s.state.idle_waits.total_s[c] for c in PriorityClass},
+        taken_back=s.state.taken_back,
     )
 
 

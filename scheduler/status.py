@@ -36,6 +36,7 @@ def overall_status(snap: Snapshot) -> dict:
         "admission_paused": snap.admission_paused,
         "engine": asdict(snap.engine) if snap.engine is not None else None,
         "idle_wait_s": {c: round(v, 3) for c, v in snap.idle_wait_s.items()},
+        "taken_back": snap.taken_back,
     }
 
 

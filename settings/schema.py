@@ -519,6 +519,14 @@ class LimitConfig(Section):
             "counts only its own class against the limit."
         ),
     )
+    take_back: bool = Field(
+        True,
+        description=(
+            "On engines that can resume a sequence (vLLM, the simulator): a running medium or low request gives "
+            "its slot back to high (suspended, its answer so far kept, resumed later where it stopped) when a high "
+            "request finds no slot, or while high traffic alone fills the running limit."
+        ),
+    )
 
 
 class BackgroundConfig(Section):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -233,3 +234,38 @@ def test_idle_waits_show_in_the_status_and_the_metrics(make_server):
     for box in (first, second):
         box["thread"].join(30)
     assert 'gptoss_queue_idle_wait_seconds_total{priority="low"}' in metrics(live)
+
+
+def test_a_high_takes_a_running_lows_slot_and_the_low_goes_on_where_it_stopped(make_server):
+    """One slot: a high arriving mid-answer starts at once, the low's stream pauses (queue notices)
+    and ends with the very answer it gets alone, its tokens counted once."""
+    live = make_server(*SLOW, "scheduler.limit.adaptive=false")
+    body = {
+        "model": "sim",
+        "messages": [{"role": "user", "content": "tell me a story"}],
+        "max_tokens": 60,
+        "seed": 5,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    chunks, high = [], None
+    with httpx.stream(
+        "POST", live.url + "/v1/chat/completions", json=body, headers={"X-Priority": "low"}, timeout=30
+    ) as response:
+        for line in response.iter_lines():
+            chunks.append(line)
+            if high is None and sum(c.startswith("data:") for c in chunks) == 5:
+                high = in_thread(chat, live.url, max_tokens=80, headers={"X-Priority": "high"})
+                live.wait_for(lambda s: s["taken_back"] == 1)
+    ended = time.monotonic()
+    high["thread"].join(30)
+    assert high["result"].status_code == 200 and high["done"] < ended
+    data = [json.loads(c[5:]) for c in chunks if c.startswith("data:") and c != "data: [DONE]"]
+    text = "".join(d["choices"][0]["delta"].get("content") or "" for d in data if d["choices"])
+    assert any(c.startswith(": queue position") for c in chunks[5:])  # told where it stands while it waits
+    alone = chat(live.url, max_tokens=60, seed=5, messages=body["messages"], headers={"X-Priority": "low"}).json()
+    assert text == alone["choices"][0]["message"]["content"]
+    assert data[-1]["usage"]["completion_tokens"] == alone["usage"]["completion_tokens"] == 60
+    served = [line for line in metrics(live).splitlines() if line.startswith("gptoss_caller_tokens_total{")]
+    assert 'gptoss_caller_tokens_total{caller="anonymous",kind="completion"} 200.0' in served  # 60 + 80 + 60
+    assert "gptoss_slots_taken_back_total 1.0" in metrics(live)

@@ -1,0 +1,113 @@
+"""Lent slots taken back for high (scheduler/takeback.py) over the simulator, which suspends and
+resumes sequences as vLLM does: ordering and answers, not wall time."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.types import Delta, Prompt
+from engine.sim import SimEngine
+from scheduler.loop import Scheduler
+from scheduler.request import Dispatched, Request, SchedulerError
+from scheduler.request import PriorityClass as P
+from settings.schema import LimitConfig, SchedulerConfig, SimConfig
+from tests.scheduler.factory import make_request
+
+
+async def started(slots: int, take_back: bool = True) -> Scheduler:
+    engine = SimEngine(SimConfig(token_latency_ms=10, prefill_ms_per_token=0, natural_stop=False))
+    await engine.start()
+    limit = LimitConfig(adaptive=False, high_reserve=0.0, take_back=take_back)
+    sched = Scheduler(SchedulerConfig(max_concurrency=slots, max_queue_size=100, limit=limit), engine)
+    await sched.start()
+    return sched
+
+
+async def stop(sched: Scheduler) -> None:
+    await sched.shutdown()
+    await sched.engine.stop()
+
+
+def seeded(cls: P, n: int, max_tokens: int = 40) -> Request:
+    request = make_request(cls, max_tokens=max_tokens, request_id=f"{cls.value}{n}")
+    request.prompt = Prompt(10, {"text": f"question {n}", "after_tool": False})
+    request.params.seed = n
+    return request
+
+
+async def answer(ticket) -> tuple[str, int, list]:
+    """The text and tokens a request's mailbox carried, and every event."""
+    events = []
+    while True:
+        event = await asyncio.wait_for(ticket.events.get(), 10)
+        events.append(event)
+        if isinstance(event, SchedulerError) or (isinstance(event, Delta) and event.finish_reason):
+            deltas = [e for e in events if isinstance(e, Delta)]
+            return "".join(d.text for d in deltas), sum(d.num_tokens for d in deltas), events
+
+
+async def alone(n: int, max_tokens: int = 40) -> tuple[str, int]:
+    """The answer the same request gets on an engine of its own."""
+    sched = await started(slots=1)
+    text, tokens, _ = await answer(sched.submit(seeded(P.LOW, n, max_tokens)))
+    await stop(sched)
+    return text, tokens
+
+
+async def test_a_high_that_finds_no_slot_takes_the_newest_lower_ones_and_the_answer_goes_on_intact():
+    sched = await started(slots=2)
+    lows = [sched.submit(seeded(P.LOW, n)) for n in (1, 2)]
+    await asyncio.sleep(0.1)  # both decode a few tokens
+    high = sched.submit(seeded(P.HIGH, 3, max_tokens=5))
+    assert high.request.state.value == "running"  # in the same scheduling step
+    assert [t.request.state.value for t in lows] == ["running", "queued"]  # the newest gave its slot up
+    assert sched.state.taken_back == 1 and sched.admission.running == 2
+    results = await asyncio.gather(*(answer(t) for t in lows))
+    for n, (text, tokens, events) in zip((1, 2), results):
+        assert (text, tokens) == await alone(n)  # nothing lost or repeated: the same answer as alone
+        assert sum(isinstance(e, Dispatched) for e in events) == 1
+    assert lows[1].request.resumes == 1 and lows[0].request.resumes == 0
+    await stop(sched)
+
+
+async def test_while_high_traffic_fills_the_limit_lower_requests_over_its_room_give_their_slots_back():
+    sched = await started(slots=4)
+    lows = [sched.submit(seeded(P.LOW, n, max_tokens=60)) for n in range(4)]
+    await asyncio.sleep(0.05)
+    sched.admission.high_busy = 4.0  # high traffic alone keeps the limit busy
+    highs = [sched.submit(seeded(P.HIGH, 10 + n, max_tokens=5)) for n in range(2)]
+    assert all(t.request.state.value == "running" for t in highs)
+    assert [t.request.state.value for t in lows] == ["running", "running", "queued", "queued"]  # newest first
+    sched.admission.high_busy = 0.0  # high traffic passes: the lows resume as the highs end
+    for ticket in highs:
+        await answer(ticket)
+    results = await asyncio.gather(*(answer(t) for t in lows))
+    assert [tokens for _, tokens, _ in results] == [60] * 4
+    assert results[3][:2] == await alone(3, max_tokens=60)
+    await stop(sched)
+
+
+async def test_a_request_cancelled_while_its_slot_is_lent_to_high_leaves_nothing_behind():
+    sched = await started(slots=1)
+    low = sched.submit(seeded(P.LOW, 1, max_tokens=200))
+    await asyncio.sleep(0.05)
+    high = sched.submit(seeded(P.HIGH, 2, max_tokens=200))
+    assert low.request.state.value == "queued"
+    sched.cancel(low)
+    _, _, events = await answer(low)
+    assert isinstance(events[-1], SchedulerError)
+    await asyncio.sleep(0)
+    assert low.request.key not in sched.queue and low.request.key not in sched.state.tasks
+    assert set(sched.engine._sequences) == {high.request.engine_id}
+    await stop(sched)
+
+
+async def test_without_take_back_a_high_waits_for_a_slot_to_end():
+    sched = await started(slots=1, take_back=False)
+    low = sched.submit(seeded(P.LOW, 1))
+    await asyncio.sleep(0.05)
+    high = sched.submit(seeded(P.HIGH, 2, max_tokens=5))
+    assert high.request.state.value == "queued" and low.request.state.value == "running"
+    await answer(low)
+    await answer(high)
+    await stop(sched)
