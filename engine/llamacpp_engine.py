@@ -35,6 +35,7 @@ from engine.hermes import split_tool_calls
 from engine.model_files import resolve_gguf
 from engine.openai_wire import sse_body_deltas, tool_fields
 from engine.sse_stream import SseClient, StreamError
+from engine.suspension import Suspensions, remaining
 from settings.schema import EngineConfig, LlamaCppConfig
 
 log = logging.getLogger("gpt_oss_webui.engine")
@@ -53,6 +54,8 @@ class LlamaCppEngine:
         self._prompt_tokens = 0
         self._cached_tokens = 0
         self._tool_format: ToolFormat | None = None
+        self._resumable: set[str] = set()  # running chats an assistant prefill can resume
+        self._suspended = Suspensions()
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> LlamaCppEngine:
@@ -74,6 +77,7 @@ class LlamaCppEngine:
             tool_format=self._tool_format,
             unsupported_params=UNSUPPORTED_PARAMS,
             serial_prefill=True,
+            resumable=True,
         )
 
     async def start(self) -> None:
@@ -141,21 +145,52 @@ class LlamaCppEngine:
         if self._streams is None:
             raise EngineError("engine is not running")
         completion = "prompt" in prompt.payload  # ours rendered the tools: llama.cpp continues the text
-        path = "/v1/completions" if completion else "/v1/chat/completions"
-        body = request_body(self.config.served_model_name, prompt.payload, params)
         self._prompt_tokens += prompt.num_tokens
         self._running += 1
+        if not completion:
+            self._resumable.add(request_id)
+        written: list[str] = []
+        tokens = 0
         try:
-            async with self._streams.post(path, body) as response:
+            while True:
+                body = request_body(
+                    self.config.served_model_name,
+                    _continued(prompt.payload, "".join(written)),
+                    remaining(params, tokens),
+                )
+                async for delta in self._stream(request_id, completion, body, params.tools is not None):
+                    if delta.reasoning or delta.tool_calls:
+                        self._resumable.discard(request_id)  # an assistant prefill could not carry these
+                    written.append(delta.text)
+                    tokens += delta.num_tokens
+                    yield delta
+                if not self._suspended.pending(request_id):
+                    return
+                await self._suspended.wait(request_id)
+        finally:
+            self._running -= 1
+            self._resumable.discard(request_id)
+            self._suspended.forget(request_id)
+
+    async def _stream(
+        self, request_id: str, completion: bool, body: dict[str, Any], tools: bool
+    ) -> AsyncIterator[Delta]:
+        """One request to llama.cpp's server, until it ends or the sequence is suspended (closing
+        the stream stops it at llama.cpp's next step)."""
+        assert self._streams is not None
+        try:
+            async with self._streams.post(
+                "/v1/completions" if completion else "/v1/chat/completions", body
+            ) as response:
                 if response.status >= 400:
                     raise _refusal(response.status, await response.read())
                 deltas = self._counted(sse_body_deltas(response.chunks()))
-                async for delta in split_tool_calls(deltas) if completion and params.tools is not None else deltas:
+                async for delta in split_tool_calls(deltas) if completion and tools else deltas:
+                    if self._suspended.pending(request_id):
+                        return
                     yield delta
         except StreamError as exc:
             raise EngineError(f"llama.cpp: {exc}") from None
-        finally:
-            self._running -= 1
 
     async def _counted(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
         async for delta in deltas:
@@ -167,15 +202,29 @@ class LlamaCppEngine:
         """Nothing to do: the scheduler cancels the generator, which closes the stream."""
 
     def suspend(self, request_id: str) -> None:
-        raise EngineError("llama.cpp cannot suspend a sequence and resume it")
+        """The stream closes at its next token; the resume sends the chat again with the answer so
+        far as the assistant's message, which llama.cpp continues (its prompt cache keeps the
+        prefix where the slot still holds it). Not for a chat whose answer has reasoning or tool
+        calls, nor one on the text completions (tools through our template)."""
+        if request_id not in self._resumable:
+            raise EngineError(f"request {request_id!r} cannot be suspended")
+        self._suspended.suspend(request_id)
 
     def resume(self, request_id: str) -> None:
-        raise EngineError("llama.cpp cannot suspend a sequence and resume it")
+        self._suspended.resume(request_id)
 
     def stats(self) -> EngineStats:
         """llama.cpp reports no KV use; running is what holds a slot now."""
         hit_rate = self._cached_tokens / self._prompt_tokens if self._prompt_tokens else None
         return EngineStats(running=self._running, generated_tokens=self._generated, prefix_cache_hit_rate=hit_rate)
+
+
+def _continued(payload: dict[str, Any], written: str) -> dict[str, Any]:
+    """The chat with the answer so far as the assistant's last message: llama.cpp's server goes on
+    from it (its assistant prefill)."""
+    if not written:
+        return payload
+    return {**payload, "messages": [*payload["messages"], {"role": "assistant", "content": written}]}
 
 
 def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict[str, Any]:

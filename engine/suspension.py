@@ -5,6 +5,16 @@ open, each waiting for its resume. A pending suspension is one not yet taken up 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+
+from core.types import GenParams
+
+
+def remaining(params: GenParams, written: int) -> GenParams:
+    """The sampling of a sequence resumed after `written` tokens: what is left of it."""
+    if not written:
+        return params
+    return replace(params, max_tokens=params.max_tokens - written, min_tokens=max(0, params.min_tokens - written))
 
 
 class Suspensions:

@@ -25,7 +25,7 @@ from engine.harmony_answer import ANSWER_SUFFIX, THINKING_ENDS, answer_header
 from engine.hermes import split_tool_calls, strict_calls
 from engine.kv_size import default_cpu_kv_bytes
 from engine.model_files import resolve_model
-from engine.suspension import Suspensions
+from engine.suspension import Suspensions, remaining
 from settings.schema import EngineConfig, VllmConfig
 
 log = logging.getLogger("gpt_oss_webui.engine")
@@ -183,7 +183,7 @@ class VllmEngine:
                 part = self._parts[request_id] = f"{request_id}+{resumes}" if resumes else request_id
                 outputs = self._engine.generate(
                     TokensPrompt(prompt_token_ids=token_ids + out),
-                    self._sampling_params(_after(params, len(out))),
+                    self._sampling_params(remaining(params, len(out))),
                     part,
                     priority=priority,
                 )
@@ -303,13 +303,6 @@ class VllmEngine:
             skip_special_tokens=not self._harmony,
             spaces_between_special_tokens=not self._harmony,
         )
-
-
-def _after(params: GenParams, written: int) -> GenParams:
-    """The sampling of a request resumed after `written` tokens: what is left of it."""
-    if not written:
-        return params
-    return replace(params, max_tokens=params.max_tokens - written, min_tokens=max(0, params.min_tokens - written))
 
 
 def stop_string(piece: Any, finish: FinishReason | None) -> str | None:

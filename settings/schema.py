@@ -522,7 +522,7 @@ class LimitConfig(Section):
     take_back: bool = Field(
         True,
         description=(
-            "On engines that can resume a sequence (vLLM, the simulator): a running medium or low request gives "
+            "On engines that can resume a sequence (vLLM, llama.cpp, the simulator): a running medium or low request gives "
             "its slot back to high (suspended, its answer so far kept, resumed later where it stopped) when a high "
             "request finds no slot, or while high traffic alone fills the running limit."
         ),

@@ -4,6 +4,7 @@ structured outputs and a load that holds the limits."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -274,3 +275,30 @@ def test_a_missing_model_file_fails_the_start_with_its_path():
     with pytest.raises(RuntimeError, match="/nowhere/model.gguf is not a file"):
         with live_server(*LLAMACPP, "engine.llamacpp.model=/nowhere/model.gguf", startup_timeout=30):
             pass
+
+
+def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer):
+    """The stream closes at the suspension; the resume sends the chat with the answer so far as the
+    assistant's message, which llama.cpp continues: greedy, the answer it gives uninterrupted."""
+    from core.types import ChatMessage, GenParams
+
+    engine = llamacpp.services.engine
+    timer = llamacpp.services.scheduler._timer
+    assert timer is not None
+
+    async def both() -> tuple[list, list]:
+        prompt = await engine.prepare([ChatMessage("user", "Count from one to fifty, in words.")])
+        params = GenParams(max_tokens=32, temperature=0.0, ignore_eos=True)
+        plain = [d async for d in engine.generate("resume-plain", prompt, params)]
+        pieces: list = []
+        async for delta in engine.generate("resume-cut", prompt, params):
+            pieces.append(delta)
+            if len(pieces) == 8:
+                engine.suspend("resume-cut")
+                asyncio.get_running_loop().call_later(0.3, engine.resume, "resume-cut")
+        return plain, pieces
+
+    plain, pieces = asyncio.run_coroutine_threadsafe(both(), timer.get_loop()).result(120)
+    assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 32
+    assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]
+    assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
