@@ -34,7 +34,7 @@ from engine.chat_template import CHATML_TOOLS, openai_message, render, tool_dict
 from engine.hermes import split_tool_calls
 from engine.model_files import resolve_gguf
 from engine.openai_wire import sse_body_deltas, tool_fields
-from engine.sse_stream import SseClient, StreamError
+from engine.sse_stream import SseClient, SseResponse, StreamError
 from engine.suspension import Suspensions, remaining
 from settings.schema import EngineConfig, LlamaCppConfig
 
@@ -56,6 +56,7 @@ class LlamaCppEngine:
         self._tool_format: ToolFormat | None = None
         self._resumable: set[str] = set()  # running chats an assistant prefill can resume
         self._suspended = Suspensions()
+        self._responses: dict[str, SseResponse] = {}  # each running request's stream, to close at a suspension
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> LlamaCppEngine:
@@ -146,7 +147,6 @@ class LlamaCppEngine:
             raise EngineError("engine is not running")
         completion = "prompt" in prompt.payload  # ours rendered the tools: llama.cpp continues the text
         self._prompt_tokens += prompt.num_tokens
-        self._running += 1
         if not completion:
             self._resumable.add(request_id)
         written: list[str] = []
@@ -168,20 +168,23 @@ class LlamaCppEngine:
                     return
                 await self._suspended.wait(request_id)
         finally:
-            self._running -= 1
             self._resumable.discard(request_id)
             self._suspended.forget(request_id)
 
     async def _stream(
         self, request_id: str, completion: bool, body: dict[str, Any], tools: bool
     ) -> AsyncIterator[Delta]:
-        """One request to llama.cpp's server, until it ends or the sequence is suspended (closing
-        the stream stops it at llama.cpp's next step)."""
+        """One request to llama.cpp's server, until it ends or the sequence is suspended (its
+        connection closed, which stops it at llama.cpp's next step)."""
         assert self._streams is not None
         try:
             async with self._streams.post(
                 "/v1/completions" if completion else "/v1/chat/completions", body
             ) as response:
+                self._responses[request_id] = response
+                self._running += 1
+                if self._suspended.pending(request_id):
+                    return  # suspended during its prefill: llama.cpp answers only after it
                 if response.status >= 400:
                     raise _refusal(response.status, await response.read())
                 deltas = self._counted(sse_body_deltas(response.chunks()))
@@ -190,7 +193,11 @@ class LlamaCppEngine:
                         return
                     yield delta
         except StreamError as exc:
-            raise EngineError(f"llama.cpp: {exc}") from None
+            if not self._suspended.pending(request_id):
+                raise EngineError(f"llama.cpp: {exc}") from None
+        finally:
+            if self._responses.pop(request_id, None) is not None:
+                self._running -= 1
 
     async def _counted(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
         async for delta in deltas:
@@ -202,13 +209,15 @@ class LlamaCppEngine:
         """Nothing to do: the scheduler cancels the generator, which closes the stream."""
 
     def suspend(self, request_id: str) -> None:
-        """The stream closes at its next token; the resume sends the chat again with the answer so
+        """The stream is closed (llama.cpp stops the sequence at its next step); the resume sends the chat again with the answer so
         far as the assistant's message, which llama.cpp continues (its prompt cache keeps the
         prefix where the slot still holds it). Not for a chat whose answer has reasoning or tool
         calls, nor one on the text completions (tools through our template)."""
         if request_id not in self._resumable:
             raise EngineError(f"request {request_id!r} cannot be suspended")
         self._suspended.suspend(request_id)
+        if (response := self._responses.get(request_id)) is not None:
+            response.close()
 
     def resume(self, request_id: str) -> None:
         self._suspended.resume(request_id)
