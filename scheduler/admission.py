@@ -103,11 +103,6 @@ class AdmissionController:
         short = self.token_budget is not None and self.tokens_in_use + self.cost(high) > self.token_budget
         return full or short
 
-    def lower_over_room(self) -> int:
-        """Lower interactive requests running past what the limit leaves beside the highs."""
-        lower = len(self._running) - len(self._high) - len(self._background)
-        return lower - max(0, self.max_concurrency - len(self._high))
-
     def _engine_reserve(self) -> int:
         """Engine slots lower requests never fill, so a high can always start: the same share,
         rounded down (one of llama.cpp's 16; none of a `max_concurrency` of 2)."""

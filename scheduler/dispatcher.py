@@ -29,7 +29,7 @@ class Dispatcher:
 
     def dispatch(self) -> None:
         s = self.state
-        if s.take_back and (s.queue.count(PriorityClass.HIGH) or s.admission.high_fills_limit()):
+        if s.take_back and s.queue.count(PriorityClass.HIGH):
             self._take_back()
         while (request := self.policy.next_start(s).start) is not None:
             s.queue.remove(request.key)
@@ -159,18 +159,20 @@ class Dispatcher:
         running = (
             t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING
         )
-        for request in to_take_back(s.admission, s.queue, running, s.share.may_run):
-            try:
-                s.engine.suspend(request.engine_id)
-            except EngineError:
-                continue  # not in the engine yet
-            self._release(request)
-            request.state, request.suspended = RequestState.QUEUED, True
-            s.share.joining(request, s.queue)
-            s.queue.push(request)
-            s.share.joined(request, s.queue)
-            s.taken_back += 1
-            log.debug("took back the slot of id=%s class=%s for high", request.request_id, request.priority.value)
+        request = to_take_back(s.admission, s.queue, running, s.share.may_run)
+        if request is None:
+            return
+        try:
+            s.engine.suspend(request.engine_id)
+        except EngineError:
+            return  # not in the engine yet, or an answer it could not carry on
+        self._release(request)
+        request.state, request.suspended = RequestState.QUEUED, True
+        s.share.joining(request, s.queue)
+        s.queue.push(request)
+        s.share.joined(request, s.queue)
+        s.taken_back += 1
+        log.debug("took back the slot of id=%s class=%s for high", request.request_id, request.priority.value)
 
     def _resume(self, request: Request) -> None:
         s = self.state

@@ -522,9 +522,9 @@ class LimitConfig(Section):
     take_back: bool = Field(
         True,
         description=(
-            "On engines that can resume a sequence (vLLM, llama.cpp, the simulator): a running medium or low request gives "
-            "its slot back to high (suspended, its answer so far kept, resumed later where it stopped) when a high "
-            "request finds no slot, or while high traffic alone fills the running limit."
+            "On engines that can resume a sequence (vLLM, llama.cpp, the simulator): when a high request finds no "
+            "slot or memory, the newest running medium or low request gives its slot up (suspended, its answer so "
+            "far kept, resumed later where it stopped)."
         ),
     )
 

@@ -110,7 +110,7 @@ def test_disconnects_are_counted_by_stage(make_server):
 
 
 def test_live_gauges_while_requests_wait(make_server):
-    live = make_server(*SLOW)
+    live = make_server(*SLOW, "scheduler.limit.take_back=false")  # the high waits: no slot taken back
     blocker = in_thread(chat, live.url, max_tokens=100)
     live.wait_for(lambda s: s["running"] == 1)
     waiters = [in_thread(chat, live.url, headers={"X-Priority": cls}) for cls in ("low", "high", "low")]
