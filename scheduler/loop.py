@@ -97,8 +97,8 @@ class Scheduler:
             return
         s.closed = True
         for request in s.queue.ranked():
-            if request.key in s.tasks:
-                continue  # waiting with its slot given to high: its task, cancelled below, ends it
+            if request.suspended:
+                continue  # its slot given to high, its task (cancelled below) ends it
             s.queue.remove(request.key)
             self.ledger.fail(request, SchedulerError(Outcome.SHUTDOWN, "the server is shutting down"))
         tasks = list(s.tasks.values())

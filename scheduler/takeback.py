@@ -9,11 +9,10 @@ least to prefill again, the most of the slot's time to give back. Only requests 
 engine can carry on from plain text: no schema or tool constraint (its grammar's state would be
 lost), no batch line (those yield and run again).
 
-Not while high traffic merely fills the running limit: suspending every lower request past the
-room the highs left (measured on vLLM's CPU build at 3x and 5x capacity) cut the highs' TPOT
-(0.14 -> 0.083 s at 5x) but not their wait, which the running limit sets, and each suspended low,
-late once it resumed, turned an on-time answer into a late one: on time 0.84 C_slo at 5x against
-1.63-1.83 without (docs/BENCHMARKS.md).
+Not while high traffic merely fills the running limit: measured so on vLLM's CPU build, the
+highs decoded faster but waited as long (the running limit sets how many run), and every suspended
+low, late once it resumed, was an on-time answer lost (docs/BENCHMARKS.md, "Taking a lent slot
+back").
 """
 
 from __future__ import annotations
