@@ -153,47 +153,54 @@ class LlamaCppEngine:
         tokens = 0
         try:
             while True:
+                await self._suspended.wait(request_id)
+                seen = self._suspended.count(request_id)
                 body = request_body(
                     self.config.served_model_name,
                     _continued(prompt.payload, "".join(written)),
                     remaining(params, tokens),
                 )
-                async for delta in self._stream(request_id, completion, body, params.tools is not None):
+                async for delta in self._stream(request_id, seen, completion, body, params.tools is not None):
                     if delta.reasoning or delta.tool_calls:
                         self._resumable.discard(request_id)  # an assistant prefill could not carry these
                     written.append(delta.text)
                     tokens += delta.num_tokens
                     yield delta
-                if not self._suspended.pending(request_id):
+                    if delta.finish_reason is not None:
+                        return
+                if self._suspended.count(request_id) == seen:
                     return
-                await self._suspended.wait(request_id)
         finally:
             self._resumable.discard(request_id)
             self._suspended.forget(request_id)
 
     async def _stream(
-        self, request_id: str, completion: bool, body: dict[str, Any], tools: bool
+        self, request_id: str, seen: int, completion: bool, body: dict[str, Any], tools: bool
     ) -> AsyncIterator[Delta]:
         """One request to llama.cpp's server, until it ends or the sequence is suspended (its
         connection closed, which stops it at llama.cpp's next step)."""
         assert self._streams is not None
+
+        def suspended() -> bool:
+            return self._suspended.count(request_id) != seen
+
         try:
             async with self._streams.post(
                 "/v1/completions" if completion else "/v1/chat/completions", body
             ) as response:
                 self._responses[request_id] = response
                 self._running += 1
-                if self._suspended.pending(request_id):
+                if suspended():
                     return  # suspended during its prefill: llama.cpp answers only after it
                 if response.status >= 400:
                     raise _refusal(response.status, await response.read())
                 deltas = self._counted(sse_body_deltas(response.chunks()))
                 async for delta in split_tool_calls(deltas) if completion and tools else deltas:
-                    if self._suspended.pending(request_id):
+                    if suspended() and delta.finish_reason is None:
                         return
                     yield delta
         except StreamError as exc:
-            if not self._suspended.pending(request_id):
+            if not suspended():
                 raise EngineError(f"llama.cpp: {exc}") from None
         finally:
             if self._responses.pop(request_id, None) is not None:

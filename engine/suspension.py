@@ -1,6 +1,5 @@
 """Sequences an engine has set aside for the scheduler: aborted in the engine, their streams kept
-open, each waiting for its resume. A pending suspension is one not yet taken up by the stream's
-`wait`, so a resume that comes before the engine's abort reaches the stream is not lost."""
+open, each waiting for its resume."""
 
 from __future__ import annotations
 
@@ -18,27 +17,31 @@ def remaining(params: GenParams, written: int) -> GenParams:
 
 
 class Suspensions:
+    """Each suspension its own event and number: a resume wakes the stream's wait, and a stream
+    knows a suspension came since it started when the number moved, even if the resume came too."""
+
     def __init__(self) -> None:
         self._gates: dict[str, asyncio.Event] = {}
+        self._count: dict[str, int] = {}
 
     def suspend(self, request_id: str) -> None:
-        self._gates.setdefault(request_id, asyncio.Event()).clear()
+        self._gates[request_id] = asyncio.Event()
+        self._count[request_id] = self._count.get(request_id, 0) + 1
 
     def resume(self, request_id: str) -> None:
         if (gate := self._gates.get(request_id)) is not None:
             gate.set()
 
-    def pending(self, request_id: str) -> bool:
-        return request_id in self._gates
+    def count(self, request_id: str) -> int:
+        return self._count.get(request_id, 0)
 
     async def wait(self, request_id: str) -> None:
-        """Until the resume (at once if it came already); the suspension is then used up."""
-        gate = self._gates.get(request_id)
-        try:
-            if gate is not None:
-                await gate.wait()
-        finally:
-            self._gates.pop(request_id, None)
+        """Until every suspension so far is resumed (at once when none waits)."""
+        while (gate := self._gates.get(request_id)) is not None:
+            await gate.wait()
+            if self._gates.get(request_id) is gate:
+                del self._gates[request_id]
 
     def forget(self, request_id: str) -> None:
         self._gates.pop(request_id, None)
+        self._count.pop(request_id, None)

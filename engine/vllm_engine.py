@@ -180,6 +180,8 @@ class VllmEngine:
         out: list[int] = []
         try:
             for resumes in itertools.count():
+                await self._suspended.wait(request_id)
+                seen = self._suspended.count(request_id)
                 part = self._parts[request_id] = f"{request_id}+{resumes}" if resumes else request_id
                 outputs = self._engine.generate(
                     TokensPrompt(prompt_token_ids=token_ids + out),
@@ -189,7 +191,9 @@ class VllmEngine:
                 )
                 async for output in outputs:
                     piece = output.outputs[0]
-                    if piece.finish_reason == "abort" and self._suspended.pending(request_id):
+                    natural_end = output.finished and piece.finish_reason != "abort"
+                    if self._suspended.count(request_id) != seen and not natural_end:
+                        await outputs.aclose()  # vLLM aborts it, if the suspension's own abort came too early
                         break
                     self._generated += len(piece.token_ids)
                     out.extend(piece.token_ids)
@@ -208,7 +212,6 @@ class VllmEngine:
                     )
                 else:
                     return
-                await self._suspended.wait(request_id)
         finally:
             self._parts.pop(request_id, None)
             self._suspended.forget(request_id)

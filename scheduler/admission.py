@@ -103,6 +103,11 @@ class AdmissionController:
         short = self.token_budget is not None and self.tokens_in_use + self.cost(high) > self.token_budget
         return full or short
 
+    def fits_without(self, high: Request, running: Request) -> bool:
+        """Whether `high` would start with `running`'s slot and memory given up."""
+        tokens = self.tokens_in_use - self._running.get(running.key, 0) + self.cost(high)
+        return len(self._running) - 1 < self.upper and (self.token_budget is None or tokens <= self.token_budget)
+
     def _engine_reserve(self) -> int:
         """Engine slots lower requests never fill, so a high can always start: the same share,
         rounded down (one of llama.cpp's 16; none of a `max_concurrency` of 2)."""

@@ -159,24 +159,25 @@ class Dispatcher:
         running = (
             t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING
         )
-        request = to_take_back(s.admission, s.queue, running, s.share.may_run)
-        if request is None:
+        for request in to_take_back(s.admission, s.queue, running, s.share.may_run):
+            try:
+                s.engine.suspend(request.engine_id)
+            except EngineError:
+                continue  # not in the engine yet, or an answer it could not carry on
+            self._release(request)
+            request.state, request.suspended = RequestState.QUEUED, True
+            s.share.joining(request, s.queue)
+            s.queue.push(request)
+            s.share.joined(request, s.queue)
+            s.taken_back += 1
+            log.debug("took back the slot of id=%s class=%s for high", request.request_id, request.priority.value)
             return
-        try:
-            s.engine.suspend(request.engine_id)
-        except EngineError:
-            return  # not in the engine yet, or an answer it could not carry on
-        self._release(request)
-        request.state, request.suspended = RequestState.QUEUED, True
-        s.share.joining(request, s.queue)
-        s.queue.push(request)
-        s.share.joined(request, s.queue)
-        s.taken_back += 1
-        log.debug("took back the slot of id=%s class=%s for high", request.request_id, request.priority.value)
 
     def _resume(self, request: Request) -> None:
+        """Back in the engine; `dispatched_at` stays its first start (its wait, and its age among
+        the requests a later high may take a slot from)."""
         s = self.state
-        request.state, request.dispatched_at, request.suspended = RequestState.RUNNING, s.clock(), False
+        request.state, request.suspended = RequestState.RUNNING, False
         request.resumes += 1
         s.admission.admit(request)
         s.share.resumed(request)

@@ -85,7 +85,7 @@ class ClassPolicy:
     and while high traffic alone fills the running limit and is here (waiting, or holding half the
     limit) no lower request starts, however long it aged (accepted with a long promise, it would
     hold a slot high needs for its whole decode); a request that gave its slot to high
-    (scheduler/takeback.py) does not take it back while a high waits. Which parts apply
+    (scheduler/takeback.py) lets a waiting high that can start go first. Which parts apply
     follows the configuration: the order (`policy_for`), `aging_per_s`, `limit.high_reserve`."""
 
     def __init__(self, order: Order) -> None:
@@ -100,10 +100,13 @@ class ClassPolicy:
         head = self.order.next_up(state.queue, state.share)
         if head is None:
             return _EMPTY
-        held = state.admission.held_for_high(high_waiting) or (head.suspended and high_waiting)
-        if head.priority is not PriorityClass.HIGH and held:
+        held = head.priority is not PriorityClass.HIGH and state.admission.held_for_high(high_waiting)
+        if held or (head.suspended and high_waiting):
             high = _high_behind(state, head) if high_waiting else None  # an aged lower head waits too
-            return Decision(high, Reason.HIGH_FIRST) if high is not None else _HEAD_WAITS
+            if high is not None:
+                return Decision(high, Reason.HIGH_FIRST)
+            if held:
+                return _HEAD_WAITS
         if state.admission.fits(head, high_waiting):
             return Decision(head, Reason.HEAD)
         high = _high_behind(state, head)

@@ -100,7 +100,8 @@ class SchedulerState:
         return self.admission.running - self.admission.background_running + len(self.queue)
 
     def before_response(self, request_key: RequestKey) -> bool:
-        """Whether the client still has no 200: a waiter whose stream opened could not retry a
-        429, so it is neither displaced nor timed out; it waits its turn, which aging brings."""
+        """Whether the client still has no 200 and no answer under way: a waiter whose stream opened
+        could not retry a 429, and one that gave its slot to high has its answer half written, so
+        neither is displaced nor timed out; it waits its turn, which aging brings."""
         ticket = self.tickets.get(request_key)
-        return ticket is None or not ticket.stream_open
+        return ticket is None or not (ticket.stream_open or ticket.request.suspended)

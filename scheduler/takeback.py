@@ -38,10 +38,12 @@ def to_take_back(
     queue: PriorityQueue,
     running: Iterable[Request],
     may_run: Callable[[Request], bool],
-) -> Request | None:
-    """The lower request to suspend now: the newest, when the oldest waiting high finds no slot or
-    memory that it could otherwise take (its caller's own running limit lets it run)."""
+) -> list[Request]:
+    """The lower requests that could give their slot to the oldest waiting high, newest (by first
+    start) first: only when the high waits for a slot or memory alone (its caller's own running
+    limit lets it run) and one of them gives it enough."""
     high = queue.oldest(PriorityClass.HIGH)
     if high is None or not may_run(high) or not admission.high_needs_room(high):
-        return None
-    return max((r for r in running if resumable(r)), key=lambda r: r.dispatched_at or 0.0, default=None)
+        return []
+    lower = (r for r in running if resumable(r) and admission.fits_without(high, r))
+    return sorted(lower, key=lambda r: r.dispatched_at or 0.0, reverse=True)

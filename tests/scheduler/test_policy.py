@@ -112,13 +112,12 @@ def test_the_configuration_chooses_the_order() -> None:
         assert decision.start.caller == expected
 
 
-def test_a_request_that_gave_its_slot_to_high_does_not_take_one_back_while_a_high_waits() -> None:
+def test_a_request_that_gave_its_slot_to_high_lets_a_waiting_high_that_can_start_go_first() -> None:
     s = state(token_budget=100)
     suspended = make_request(P.LOW, arrival=0, score=1000, prompt_tokens=10, max_tokens=10)
     suspended.suspended = True
-    high = make_request(P.HIGH, arrival=1, prompt_tokens=60, max_tokens=60)
-    s.admission.admit(make_request(P.LOW, prompt_tokens=20, max_tokens=20))  # the high does not fit beside it
+    high = make_request(P.HIGH, arrival=1, prompt_tokens=20, max_tokens=20)
     queued(s, suspended, high)
-    assert ClassPolicy(FairOrder()).next_start(s) == Decision(None, Reason.HEAD_WAITS)
-    suspended.suspended = False  # an aged request that never ran may take the room the high cannot use
-    assert ClassPolicy(FairOrder()).next_start(s) == Decision(suspended, Reason.HEAD)
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(high, Reason.HIGH_FIRST)
+    s.admission.admit(make_request(P.LOW, prompt_tokens=35, max_tokens=35))  # now the high does not fit
+    assert ClassPolicy(FairOrder()).next_start(s) == Decision(suspended, Reason.HEAD)  # nobody stalls behind it

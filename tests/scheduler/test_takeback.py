@@ -10,7 +10,7 @@ from engine.sim import SimEngine
 from scheduler.loop import Scheduler
 from scheduler.request import Dispatched, Request, SchedulerError
 from scheduler.request import PriorityClass as P
-from settings.schema import LimitConfig, SchedulerConfig, SimConfig
+from settings.schema import LimitConfig, PerClass, SchedulerConfig, SimConfig
 from tests.scheduler.factory import make_request
 
 
@@ -109,3 +109,51 @@ async def test_without_take_back_a_high_waits_for_a_slot_to_end():
     await answer(low)
     await answer(high)
     await stop(sched)
+
+
+async def test_a_request_waiting_with_its_slot_given_up_is_never_timed_out_or_displaced():
+    """Its answer is half written: past its class's wait limit it still waits its turn."""
+    engine = SimEngine(SimConfig(token_latency_ms=10, prefill_ms_per_token=0, natural_stop=False))
+    await engine.start()
+    limit = LimitConfig(adaptive=False, high_reserve=0.0)
+    config = SchedulerConfig(
+        max_concurrency=1, max_queue_size=100, limit=limit, max_wait_s=PerClass(high=300, medium=120, low=0.2)
+    )
+    sched = Scheduler(config, engine)
+    await sched.start()
+    low = sched.submit(seeded(P.LOW, 1))  # not streamed: its ticket's stream never opens
+    await asyncio.sleep(0.05)
+    high = sched.submit(seeded(P.HIGH, 2, max_tokens=60))  # 0.6 s: three of the low's wait limits
+    assert low.request.suspended
+    text, tokens, events = await answer(low)
+    assert not any(isinstance(e, SchedulerError) for e in events)
+    assert (text, tokens) == await alone(1)
+    await answer(high)
+    await stop(sched)
+
+
+async def test_no_slot_is_taken_back_when_the_high_would_not_fit_even_then():
+    engine = SimEngine(SimConfig(token_latency_ms=10, prefill_ms_per_token=0, natural_stop=False, kv_tokens=150))
+    await engine.start()
+    limit = LimitConfig(adaptive=False, high_reserve=0.0)
+    sched = Scheduler(SchedulerConfig(max_concurrency=2, max_queue_size=100, limit=limit), engine)
+    await sched.start()
+    lows = [sched.submit(seeded(P.LOW, n)) for n in (1, 2)]  # 10 + 40 tokens each
+    await asyncio.sleep(0.05)
+    high = sched.submit(seeded(P.HIGH, 3, max_tokens=120))  # 130: does not fit beside even one low
+    assert sched.state.taken_back == 0 and all(t.request.state.value == "running" for t in lows)
+    await asyncio.gather(*(answer(t) for t in (*lows, high)))
+    await stop(sched)
+
+
+async def test_shutdown_ends_a_request_waiting_with_its_slot_given_up_once():
+    sched = await started(slots=1)
+    low = sched.submit(seeded(P.LOW, 1, max_tokens=200))
+    await asyncio.sleep(0.05)
+    sched.submit(seeded(P.HIGH, 2, max_tokens=200))
+    assert low.request.suspended
+    await sched.shutdown()
+    _, _, events = await answer(low)
+    assert [type(e) for e in events if isinstance(e, SchedulerError)] == [SchedulerError]
+    assert sched.state.finished[low.request.key]["outcome"] == "shutdown" and not sched.state.tasks
+    await sched.engine.stop()
