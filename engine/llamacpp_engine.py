@@ -23,7 +23,7 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import httpx
@@ -160,14 +160,18 @@ class LlamaCppEngine:
                     _continued(prompt.payload, "".join(written)),
                     remaining(params, tokens),
                 )
-                async for delta in self._stream(request_id, seen, completion, body, params.tools is not None):
-                    if delta.reasoning or delta.tool_calls:
-                        self._resumable.discard(request_id)  # an assistant prefill could not carry these
-                    written.append(delta.text)
-                    tokens += delta.num_tokens
-                    yield delta
-                    if delta.finish_reason is not None:
-                        return
+                stream = self._stream(request_id, seen, completion, body, params.tools is not None)
+                try:
+                    async for delta in stream:
+                        if delta.reasoning or delta.tool_calls:
+                            self._resumable.discard(request_id)  # an assistant prefill could not carry these
+                        written.append(delta.text)
+                        tokens += delta.num_tokens
+                        yield delta
+                        if delta.finish_reason is not None:
+                            return
+                finally:
+                    await stream.aclose()  # its connection back, its count down, before anything else runs
                 if self._suspended.count(request_id) == seen:
                     return
         finally:
@@ -176,7 +180,7 @@ class LlamaCppEngine:
 
     async def _stream(
         self, request_id: str, seen: int, completion: bool, body: dict[str, Any], tools: bool
-    ) -> AsyncIterator[Delta]:
+    ) -> AsyncGenerator[Delta]:
         """One request to llama.cpp's server, until it ends or the sequence is suspended (its
         connection closed, which stops it at llama.cpp's next step)."""
         assert self._streams is not None

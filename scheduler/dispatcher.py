@@ -156,10 +156,13 @@ class Dispatcher:
 
     def _take_back(self) -> None:
         s = self.state
+        high = s.queue.oldest(PriorityClass.HIGH)
+        if high is None:
+            return
         running = (
             t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING
         )
-        for request in to_take_back(s.admission, s.queue, running, s.share.may_run):
+        for request in to_take_back(s.admission, high, running, s.share.may_run):
             try:
                 s.engine.suspend(request.engine_id)
             except EngineError:
@@ -171,6 +174,9 @@ class Dispatcher:
             s.share.joined(request, s.queue)
             s.taken_back += 1
             log.debug("took back the slot of id=%s class=%s for high", request.request_id, request.priority.value)
+            if s.admission.fits(high, high_waiting=True):  # before any other waiter takes the room
+                s.queue.remove(high.key)
+                self._start(high)
             return
 
     def _resume(self, request: Request) -> None:

@@ -7,7 +7,8 @@ engine drops its sequence, its stream stays open, it waits in the queue in its o
 every second) and resumes where it stopped, its answer so far prefilled again. The newest: the
 least to prefill again, the most of the slot's time to give back. Only requests whose sampling the
 engine can carry on from plain text: no schema or tool constraint (its grammar's state would be
-lost), no batch line (those yield and run again).
+lost), no stop string, no batch line (those yield and run again). The high starts at once in the
+room given up, before any other waiter can take it.
 
 Not while high traffic merely fills the running limit: measured so on vLLM's CPU build, the
 highs decoded faster but waited as long (the running limit sets how many run), and every suspended
@@ -20,30 +21,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from scheduler.admission import AdmissionController
-from scheduler.queue import PriorityQueue
 from scheduler.request import PriorityClass, Request
 
 
 def resumable(request: Request) -> bool:
+    """Stop strings too: an engine holds back text that may begin one, and a suspension would drop it."""
     return (
         request.priority is not PriorityClass.HIGH
         and not request.background
         and request.params.structured is None
         and request.params.tools is None
+        and not request.params.stop
     )
 
 
 def to_take_back(
-    admission: AdmissionController,
-    queue: PriorityQueue,
-    running: Iterable[Request],
-    may_run: Callable[[Request], bool],
+    admission: AdmissionController, high: Request, running: Iterable[Request], may_run: Callable[[Request], bool]
 ) -> list[Request]:
-    """The lower requests that could give their slot to the oldest waiting high, newest (by first
-    start) first: only when the high waits for a slot or memory alone (its caller's own running
+    """The lower requests that could give their slot to `high` (the oldest waiting), newest (by
+    first start) first: only when it waits for a slot or memory alone (its caller's own running
     limit lets it run) and one of them gives it enough."""
-    high = queue.oldest(PriorityClass.HIGH)
-    if high is None or not may_run(high) or not admission.high_needs_room(high):
+    if not may_run(high) or not admission.high_needs_room(high):
         return []
     lower = (r for r in running if resumable(r) and admission.fits_without(high, r))
     return sorted(lower, key=lambda r: r.dispatched_at or 0.0, reverse=True)

@@ -11,7 +11,7 @@ from scheduler.loop import Scheduler
 from scheduler.request import Dispatched, Request, SchedulerError
 from scheduler.request import PriorityClass as P
 from settings.schema import LimitConfig, PerClass, SchedulerConfig, SimConfig
-from tests.scheduler.factory import make_request
+from tests.scheduler.factory import FakeClock, make_request
 
 
 async def started(slots: int, take_back: bool = True) -> Scheduler:
@@ -157,3 +157,20 @@ async def test_shutdown_ends_a_request_waiting_with_its_slot_given_up_once():
     assert [type(e) for e in events if isinstance(e, SchedulerError)] == [SchedulerError]
     assert sched.state.finished[low.request.key]["outcome"] == "shutdown" and not sched.state.tasks
     await sched.engine.stop()
+
+
+async def test_the_room_given_up_goes_to_the_high_before_an_aged_waiter_of_another_caller():
+    clock = FakeClock()
+    engine = SimEngine(SimConfig(token_latency_ms=10, prefill_ms_per_token=0, natural_stop=False))
+    await engine.start()
+    limit = LimitConfig(adaptive=False, high_reserve=0.0)
+    sched = Scheduler(SchedulerConfig(max_concurrency=2, max_queue_size=100, limit=limit), engine, clock=clock)
+    await sched.start()
+    running = [sched.submit(make_request(P.LOW, max_tokens=200, caller=c)) for c in ("a", "r")]
+    clock.advance(40)  # the running lows' places have aged past any fresh high
+    waiting = sched.submit(make_request(P.LOW, max_tokens=5, caller="c"))
+    await asyncio.sleep(0.05)
+    high = sched.submit(make_request(P.HIGH, max_tokens=5))
+    assert high.request.state.value == "running" and waiting.request.state.value == "queued"
+    assert sum(t.request.suspended for t in running) == 1
+    await stop(sched)
