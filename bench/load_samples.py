@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from bench.load_records import Run, Sample
-from bench.machine import tree_rss_bytes
+from bench.machine import tree_cpu_s, tree_rss_bytes
 from bench.open_loop import metric_sum
 from bench.servers import ServerProcess
 
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     import httpx
 
 SAMPLE_INTERVAL_S = 1.0
+_QUIET_READ_S = 0.5
+_QUIET_CORES = 0.1  # a server using less than this share of one core is idle
 
 
 async def sample_forever(server: ServerProcess, client: httpx.AsyncClient, run: Run, t0: float) -> None:
@@ -34,19 +36,23 @@ async def sample_forever(server: ServerProcess, client: httpx.AsyncClient, run: 
 
 
 async def until_idle(server: ServerProcess, client: httpx.AsyncClient, limit_s: float = 120.0) -> float:
-    """Waits until the server says nothing runs or waits (two readings in a row, since llama.cpp
-    refreshes its metrics with its slots), at most `limit_s`; returns the seconds waited. A closed
-    loop's cancelled streams keep llama.cpp's own server busy for seconds after the client closed
-    them: the next run, on another server of the same two cores, lost its first seconds to them
-    (first tokens 2.5 s where 0.23 s was the norm)."""
+    """Waits until the server says nothing runs or waits and its processes use under a tenth of a
+    core (two readings in a row: llama.cpp refreshes its metrics with its slots), at most
+    `limit_s`; returns the seconds waited. A closed loop's cancelled streams kept llama.cpp's own
+    server busy for seconds after the client closed them: the next run, on another server of the
+    same two cores, lost its first seconds to them (first tokens 2.5 s where 0.23 s was the norm).
+    The CPU reading is for work no request shows (llama.cpp keeping finished prompts in RAM)."""
     sampler = {"ours": _sample_ours, "llama.cpp": _sample_llamacpp}.get(server.name, _sample_vllm)
     start, quiet = time.perf_counter(), 0
+    cpu = tree_cpu_s(server.pid)
     while quiet < 2 and time.perf_counter() - start < limit_s:
         sample = Sample(0.0, True, 0)
         with contextlib.suppress(Exception):
             await sampler(client, sample)
-        quiet = quiet + 1 if sample.running == 0 and not sample.waiting else 0
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(_QUIET_READ_S)
+        used, cpu = tree_cpu_s(server.pid) - cpu, tree_cpu_s(server.pid)
+        idle = sample.running == 0 and not sample.waiting and used < _QUIET_CORES * _QUIET_READ_S
+        quiet = quiet + 1 if idle else 0
     return time.perf_counter() - start
 
 
