@@ -220,10 +220,11 @@ class LlamaCppEngine:
         """Nothing to do: the scheduler cancels the generator, which closes the stream."""
 
     def suspend(self, request_id: str) -> None:
-        """The stream is closed (llama.cpp stops the sequence at its next step); the resume sends the chat again with the answer so
-        far as the assistant's message, which llama.cpp continues (its prompt cache keeps the
-        prefix where the slot still holds it). Not for a chat whose answer has reasoning or tool
-        calls, nor one on the text completions (tools through our template)."""
+        """The stream is closed (llama.cpp stops the sequence at its next step); the resume sends
+        the chat again with the answer so far as the assistant's message, which llama.cpp
+        continues (its prompt cache keeps the prefix where the slot still holds it). Not for a
+        chat whose answer has reasoning or tool calls, nor one on the text completions (tools
+        through our template)."""
         if request_id not in self._resumable:
             raise EngineError(f"request {request_id!r} cannot be suspended")
         self._suspended.suspend(request_id)
