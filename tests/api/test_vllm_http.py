@@ -3,7 +3,6 @@ whole run. Checks structure, never facts: the small model's answers are often wr
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from engine.vllm_engine import has_harmony_tokens
+from tests.engine.resume import plain_and_resumed
 
 pytestmark = pytest.mark.vllm
 
@@ -199,31 +199,8 @@ def test_queue_status_reports_the_engine(vllm_server):
 def test_a_suspended_sequence_resumes_where_it_stopped(vllm_server):
     """vLLM's request is aborted at the suspension and a new one, prompted with the answer so far,
     goes on after the resume: greedy, the answer is the one it gets uninterrupted."""
-    from core.types import ChatMessage, GenParams
-
-    engine = vllm_server.services.engine
-    loop = _server_loop(vllm_server)
-
-    async def both() -> tuple[list, list]:
-        prompt = await engine.prepare([ChatMessage("user", "Count from one to fifty, in words.")])
-        params = GenParams(max_tokens=24, temperature=0.0, ignore_eos=True)
-        plain = [d async for d in engine.generate("resume-plain", prompt, params)]
-        pieces: list = []
-        async for delta in engine.generate("resume-cut", prompt, params):
-            pieces.append(delta)
-            if len(pieces) == 6:
-                engine.suspend("resume-cut")
-                asyncio.get_running_loop().call_later(0.3, engine.resume, "resume-cut")
-        return plain, pieces
-
-    plain, pieces = asyncio.run_coroutine_threadsafe(both(), loop).result(120)
+    plain, pieces = plain_and_resumed(vllm_server, max_tokens=24, cut_at=6)
     assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 24
     assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]  # no abort reached the stream
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
-    assert engine._engine.get_num_unfinished_requests() == 0
-
-
-def _server_loop(live) -> asyncio.AbstractEventLoop:
-    timer = live.services.scheduler._timer
-    assert timer is not None
-    return timer.get_loop()
+    assert vllm_server.services.engine._engine.get_num_unfinished_requests() == 0

@@ -4,7 +4,6 @@ structured outputs and a load that holds the limits."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import os
@@ -22,6 +21,7 @@ from engine.llamacpp_engine import request_body
 from engine.registry import chosen_backend
 from settings import ConfigError, load_config
 from tests.conftest import FAST_SIM, LiveServer, live_server
+from tests.engine.resume import plain_and_resumed
 
 MODEL = "smollm2-135m-instruct"
 SLOTS = 4
@@ -280,25 +280,7 @@ def test_a_missing_model_file_fails_the_start_with_its_path():
 def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer):
     """The stream closes at the suspension; the resume sends the chat with the answer so far as the
     assistant's message, which llama.cpp continues: greedy, the answer it gives uninterrupted."""
-    from core.types import ChatMessage, GenParams
-
-    engine = llamacpp.services.engine
-    timer = llamacpp.services.scheduler._timer
-    assert timer is not None
-
-    async def both() -> tuple[list, list]:
-        prompt = await engine.prepare([ChatMessage("user", "Count from one to fifty, in words.")])
-        params = GenParams(max_tokens=32, temperature=0.0, ignore_eos=True)
-        plain = [d async for d in engine.generate("resume-plain", prompt, params)]
-        pieces: list = []
-        async for delta in engine.generate("resume-cut", prompt, params):
-            pieces.append(delta)
-            if len(pieces) == 8:
-                engine.suspend("resume-cut")
-                asyncio.get_running_loop().call_later(0.3, engine.resume, "resume-cut")
-        return plain, pieces
-
-    plain, pieces = asyncio.run_coroutine_threadsafe(both(), timer.get_loop()).result(120)
+    plain, pieces = plain_and_resumed(llamacpp, max_tokens=32, cut_at=8)
     assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 32
     assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
