@@ -71,7 +71,7 @@ from bench.load_requests import (  # noqa: E402
     new_client,
     request_for,
 )
-from bench.load_samples import sample_forever  # noqa: E402
+from bench.load_samples import sample_forever, until_idle  # noqa: E402
 from bench.machine import available_gib, machine_stalls  # noqa: E402
 from bench.open_loop import drain_answers, send_on_schedule  # noqa: E402
 from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
@@ -212,6 +212,7 @@ async def run_load(
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
+            await until_idle(server, client)  # the next run, on another server, gets quiet cores
     run.records.sort(key=lambda r: r.index)
     run.crashed = not server.alive() or any(not s.alive for s in run.samples)
     return run

@@ -94,6 +94,11 @@ class AdmissionController:
         here = high_waiting or len(self._high) >= self.max_concurrency / 2
         return here and self.high_fills_limit()
 
+    def past_limit(self, request: Request) -> bool:
+        """Whether a lower request starting now starts past the running limit: on a burst's slot,
+        lent while the engine alone would serve the load on time (scheduler/takeback.py)."""
+        return request.priority is not PriorityClass.HIGH and len(self._running) >= self.max_concurrency
+
     def high_needs_room(self, high: Request) -> bool:
         """Whether `high` waits only for a slot or memory that lower work holds: high is under its
         own share, but the engine's slots are full or its tokens would not fit."""

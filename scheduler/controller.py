@@ -84,6 +84,8 @@ class Controller:
         s.admission.unbounded = s.demand.served_on_time(fit, s.limit.target_s)
         s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
         s.admission.high_cap = reaching(fit, s.limit.target_s)
+        if not s.admission.unbounded:
+            self.dispatcher.take_back_lent()
         self._search_fill()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)

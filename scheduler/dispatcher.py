@@ -14,7 +14,7 @@ from scheduler.outcome import Outcome
 from scheduler.policy import SchedulingPolicy
 from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
 from scheduler.state import SchedulerState
-from scheduler.takeback import to_take_back
+from scheduler.takeback import lent_to_take_back, to_take_back
 
 log = logging.getLogger("gpt_oss_webui.queue")
 
@@ -45,6 +45,7 @@ class Dispatcher:
         wait = now - request.arrival
         request.state, request.dispatched_at = RequestState.RUNNING, now
         request.params.priority = request.priority.rank
+        request.lent = s.admission.past_limit(request)
         s.admission.admit(request)
         s.share.started(request)
         s.recent_waits.append((now, wait))
@@ -159,25 +160,42 @@ class Dispatcher:
         high = s.queue.oldest(PriorityClass.HIGH)
         if high is None:
             return
-        running = (
-            t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING
-        )
-        for request in to_take_back(s.admission, high, running, s.share.may_run):
-            try:
-                s.engine.suspend(request.engine_id)
-            except EngineError:
-                continue  # not in the engine yet, or an answer it could not carry on
-            self._release(request)
-            request.state, request.suspended = RequestState.QUEUED, True
-            s.share.joining(request, s.queue)
-            s.queue.push(request)
-            s.share.joined(request, s.queue)
-            s.taken_back += 1
-            log.debug("took back the slot of id=%s class=%s for high", request.request_id, request.priority.value)
+        for request in to_take_back(s.admission, high, self._running(), s.share.may_run):
+            if not self._suspend(request):
+                continue
             if s.admission.fits(high, high_waiting=True):  # before any other waiter takes the room
                 s.queue.remove(high.key)
                 self._start(high)
             return
+
+    def take_back_lent(self) -> None:
+        """A burst's slots back, once the load proves more than the engine serves on time alone."""
+        if not self.state.take_back:
+            return
+        suspended = [r for r in lent_to_take_back(self.state.admission, self._running()) if self._suspend(r)]
+        if suspended:
+            log.debug("took back %d slots lent in a burst", len(suspended))
+            self.dispatch()
+
+    def _running(self) -> list[Request]:
+        s = self.state
+        return [t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING]
+
+    def _suspend(self, request: Request) -> bool:
+        """Out of the engine and back in the queue in its old place, its stream open."""
+        s = self.state
+        try:
+            s.engine.suspend(request.engine_id)
+        except EngineError:
+            return False  # not in the engine yet, or an answer it could not carry on
+        self._release(request)
+        request.state, request.suspended = RequestState.QUEUED, True
+        s.share.joining(request, s.queue)
+        s.queue.push(request)
+        s.share.joined(request, s.queue)
+        s.taken_back += 1
+        log.debug("took back the slot of id=%s class=%s", request.request_id, request.priority.value)
+        return True
 
     def _resume(self, request: Request) -> None:
         """Back in the engine; `dispatched_at` stays its first start (its wait, and its age among
@@ -185,6 +203,7 @@ class Dispatcher:
         s = self.state
         request.state, request.suspended = RequestState.RUNNING, False
         request.resumes += 1
+        request.lent = s.admission.past_limit(request)
         s.admission.admit(request)
         s.share.resumed(request)
         s.engine.resume(request.engine_id)

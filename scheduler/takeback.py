@@ -10,6 +10,14 @@ engine can carry on from plain text: no schema or tool constraint (its grammar's
 lost), no stop string, no batch line (those yield and run again). The high starts at once in the
 room given up, before any other waiter can take it.
 
+A burst's slots come back the same way. While the engine alone would serve the load on time,
+lower requests start past the running limit (scheduler/demand.py); a burst and the first seconds of
+a step to several times capacity look alike. When the load proves to be the second (the mean
+demand or the burst passes what the engine serves on time), the lower requests started past the
+limit and still over it are suspended, newest first: on vLLM's CPU build a step from idle to 3x
+and 5x otherwise kept 40-45 lows decoding for their whole answers beside the highs, every
+sequence's TPOT at 1.2-2x the objective, and the limit, cut for it, then held highs behind highs.
+
 Not while high traffic merely fills the running limit: measured so on vLLM's CPU build, the
 highs decoded faster but waited as long (the running limit sets how many run), and every suspended
 low, late once it resumed, was an on-time answer lost (docs/BENCHMARKS.md, "Taking a lent slot
@@ -45,3 +53,14 @@ def to_take_back(
         return []
     lower = (r for r in running if resumable(r) and admission.fits_without(high, r))
     return sorted(lower, key=lambda r: r.dispatched_at or 0.0, reverse=True)
+
+
+def lent_to_take_back(admission: AdmissionController, running: Iterable[Request]) -> list[Request]:
+    """The requests started past the running limit in a burst that give their slots back now the
+    engine is no longer serving the load on time alone: as many as the running count is over the
+    lower classes' limit, newest (by first start) first."""
+    if admission.unbounded:
+        return []
+    over = admission.running - admission.slots_for(PriorityClass.LOW)
+    lent = sorted((r for r in running if r.lent and resumable(r)), key=lambda r: r.dispatched_at or 0.0, reverse=True)
+    return lent[: max(0, over)]

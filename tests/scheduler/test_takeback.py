@@ -174,3 +174,39 @@ async def test_the_room_given_up_goes_to_the_high_before_an_aged_waiter_of_anoth
     assert high.request.state.value == "running" and waiting.request.state.value == "queued"
     assert sum(t.request.suspended for t in running) == 1
     await stop(sched)
+
+
+async def test_a_burst_that_proves_a_step_past_capacity_gives_the_slots_it_was_lent_back():
+    sched = await started(slots=2)
+    sched.state.admission.upper = 8
+    sched.admission.unbounded, sched.admission.burst_cap = True, 8  # the engine alone would serve the load
+    lows = [sched.submit(seeded(P.LOW, n, max_tokens=60)) for n in range(5)]
+    assert all(t.request.state.value == "running" for t in lows)
+    assert [t.request.lent for t in lows] == [False, False, True, True, True]  # started past the limit of 2
+    await asyncio.sleep(0.05)
+    sched.adjust_limit()  # no fitted TPOT line yet: not a load the engine is known to serve on time
+    assert not sched.admission.unbounded
+    assert [t.request.state.value for t in lows] == ["running"] * 2 + ["queued"] * 3
+    assert sched.state.taken_back == 3 and sched.admission.running == 2
+    sched.adjust_limit()
+    assert sched.state.taken_back == 3  # at the limit: nobody more
+    high = sched.submit(seeded(P.HIGH, 9, max_tokens=5))
+    assert high.request.state.value == "running"  # over the limit, as high runs
+    for n, (text, tokens, events) in enumerate(await asyncio.gather(*(answer(t) for t in lows))):
+        assert (text, tokens) == await alone(n, 60)
+        assert sum(isinstance(e, Dispatched) for e in events) == 1
+    assert [t.request.resumes for t in lows] == [0, 0, 1, 1, 1]
+    await answer(high)
+    await stop(sched)
+
+
+async def test_without_take_back_a_burst_keeps_the_slots_it_was_lent():
+    sched = await started(slots=2, take_back=False)
+    sched.state.admission.upper = 8
+    sched.admission.unbounded, sched.admission.burst_cap = True, 8
+    lows = [sched.submit(seeded(P.LOW, n, max_tokens=20)) for n in range(4)]
+    await asyncio.sleep(0.05)
+    sched.adjust_limit()
+    assert all(t.request.state.value == "running" for t in lows) and sched.state.taken_back == 0
+    await asyncio.gather(*(answer(t) for t in lows))
+    await stop(sched)
