@@ -29,6 +29,8 @@ class AdmissionController:
     While `unbounded` (the engine alone would serve the present load on time) neither the running
     limit nor `lower_prefills` binds lower classes, only `burst_cap`, the engine's slots and the
     share kept for high do: the engine alone would have run them all, its prompts prefilled together.
+    What they start past the limit is lent: it comes back if the load proves more than the engine
+    serves on time (`past_limit`, scheduler/takeback.py).
 
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
     from scheduler/background.py before it tries one, and prefill as lower requests do."""

@@ -106,7 +106,7 @@ class Controller:
 
     def _search_fill(self) -> None:
         s, a = self.state, self.state.admission
-        s.fill.begin(max(a.max_concurrency, a.upper // 2), s.clock())
+        s.fill.begin(a.upper, s.clock())
         if s.interactive() == 0 and a.background_running > 0:
             s.fill.sample(s.clock(), s.tokens_out, a.background_fill())
         else:
