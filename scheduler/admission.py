@@ -16,8 +16,7 @@ class AdmissionController:
     from low and medium requests only while a high request waits (`high_waiting`); with none
     waiting it is lent to them. High requests count only their own class against the limit, or
     against `high_slots` where their own traffic needs more (never past `high_cap`, where the
-    fitted TPOT line reaches the set point: past it every high misses; no further than the limit
-    while the measured TPOT is over the objective), so an arriving high takes a
+    fitted TPOT line reaches the set point: past it every high misses), so an arriving high takes a
     lent slot back at once by running over the limit, and the lower classes wait until the total is
     back under it (the overshoot lasts one lower request's lifetime at most). Only the engine's own
     slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of

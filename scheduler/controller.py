@@ -83,7 +83,7 @@ class Controller:
         fit = s.tpot_line.fit()
         s.admission.unbounded = s.demand.served_on_time(fit, s.limit.target_s)
         s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
-        s.admission.high_cap = self._high_cap(fit)
+        s.admission.high_cap = reaching(fit, s.limit.target_s)
         if not s.admission.unbounded:
             self.dispatcher.take_back_lent()
         self._search_fill()
@@ -103,15 +103,6 @@ class Controller:
                 s.demand.mean,
             )
             self.dispatcher.dispatch()
-
-    def _high_cap(self, fit: tuple[float, float] | None) -> int | None:
-        """Where the fitted line reaches the set point; no further than the running limit while the
-        measured TPOT is over the objective, where each high more makes every high late."""
-        s = self.state
-        cap = reaching(fit, s.limit.target_s)
-        if s.limit.tpot_s is not None and s.limit.tpot_s > s.limit.objective_s:
-            return s.admission.max_concurrency if cap is None else min(cap, s.admission.max_concurrency)
-        return cap
 
     def _search_fill(self) -> None:
         s, a = self.state, self.state.admission
