@@ -114,7 +114,7 @@ async def interactive_with_batch(
     stop = asyncio.Event()
     batch = asyncio.create_task(run_batch(server.url, lines, t0, 200_000, stop))
     await timed_sleep("batch filling the engine", 5.0)
-    run = await run_load(server, load, capacity, duration_s, 1, 5.0)
+    run = await run_load(server, load, capacity, duration_s, 1, 5.0, until_quiet=False)  # the batch keeps it busy
     stop.set()
     return run, await batch
 

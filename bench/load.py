@@ -188,10 +188,17 @@ def ensure_model() -> None:
 
 
 async def run_load(
-    server: ServerProcess, load: float, capacity: float, duration_s: float, seed: int, settle_s: float
+    server: ServerProcess,
+    load: float,
+    capacity: float,
+    duration_s: float,
+    seed: int,
+    settle_s: float,
+    until_quiet: bool = True,
 ) -> Run:
     """Send the plan on time whatever happens to earlier requests, wait for every answer (each at
-    most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout."""
+    most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout. Then,
+    `until_quiet`, wait until it is idle, so the next run, on another server, gets quiet cores."""
     run = Run(server.name, load, load * capacity, duration_s, capacity)
     fresh_prompts()
     rate = run.rate
@@ -212,7 +219,8 @@ async def run_load(
             sampler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler
-            await until_idle(server, client)  # the next run, on another server, gets quiet cores
+            if until_quiet:
+                await until_idle(server, client)
     run.records.sort(key=lambda r: r.index)
     run.crashed = not server.alive() or any(not s.alive for s in run.samples)
     return run

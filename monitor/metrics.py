@@ -198,7 +198,8 @@ class _LiveState:
         yield idle
         yield CounterMetricFamily(
             "gptoss_slots_taken_back",
-            "Slots running medium and low requests gave to high (suspended, then resumed where they stopped)",
+            "Slots running medium and low requests gave back, to a high or at the end of a burst (suspended, then resumed "
+            "where they stopped)",
             snap.taken_back,
         )
         yield GaugeMetricFamily("gptoss_requests_running", "Requests running in the engine", snap.running)

@@ -106,8 +106,8 @@ class Controller:
 
     def _search_fill(self) -> None:
         s, a = self.state, self.state.admission
-        s.fill.begin(a.upper, s.clock())
         if s.interactive() == 0 and a.background_running > 0:
+            s.fill.begin(a.upper, s.clock())  # the engine's slots are known by now
             s.fill.sample(s.clock(), s.tokens_out, a.background_fill())
         else:
             s.fill.interrupted()

@@ -47,7 +47,9 @@ class Snapshot:
     admission_paused: bool
     engine: EngineStats | None
     idle_wait_s: dict[str, float]  # seconds waited in our queue while the engine had room, per class, since start
-    taken_back: int  # slots running lower requests gave to high (suspended, resumed later), since start
+    taken_back: (
+        int  # slots running lower requests gave back (to a high, or a burst's; suspended, resumed later), since start
+    )
 
     @property
     def waiting_total(self) -> int:

@@ -56,7 +56,7 @@ class SchedulerState:
     idle_waits: IdleWaits = field(default_factory=IdleWaits)
     closed: bool = False
     take_back: bool = False  # lower requests give their slots to high: the engine resumes sequences, the config allows
-    taken_back: int = 0  # slots lower requests gave to high so far
+    taken_back: int = 0  # slots lower requests gave back (to a high, or a burst's) so far
     tokens_out: int = 0  # every output token the engine gave, for the background fill's search
     tickets: dict[RequestKey, Ticket] = field(default_factory=dict)  # by caller and id: each caller's ids are its own
     tasks: dict[RequestKey, asyncio.Task] = field(default_factory=dict)
