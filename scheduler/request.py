@@ -57,7 +57,7 @@ class Request:
     background: bool = False  # a batch line: runs only on capacity interactive work leaves (scheduler/background.py)
     preempted: bool = False  # background work told to give its slot back
     boosted: bool = False  # its score carries emergency mode's boost for high (scheduler/pressure.py)
-    suspended: bool = False  # gave its slot to high and waits, its stream open (scheduler/takeback.py)
+    suspended: bool = False  # gave its slot back and waits, its stream open (scheduler/takeback.py)
     resumes: int = 0  # times it came back to the engine after that
     lent: bool = False  # started past the running limit in a burst (scheduler/takeback.py)
     key: RequestKey = field(init=False, repr=False)  # (caller, request_id): both fixed at creation

@@ -47,9 +47,7 @@ class Snapshot:
     admission_paused: bool
     engine: EngineStats | None
     idle_wait_s: dict[str, float]  # seconds waited in our queue while the engine had room, per class, since start
-    taken_back: (
-        int  # slots running lower requests gave back (to a high, or a burst's; suspended, resumed later), since start
-    )
+    taken_back: int  # slots lower requests gave back (to a high, or at a burst's end), since start
 
     @property
     def waiting_total(self) -> int:

@@ -15,7 +15,7 @@ lower requests start past the running limit (scheduler/demand.py); a burst and t
 a step to several times capacity look alike. When the load proves to be the second (the mean
 demand or the burst passes what the engine serves on time), the lower requests started past the
 limit and still over it are suspended, newest first: on vLLM's CPU build a step from idle to 3x
-and 5x otherwise kept 40-45 lows decoding for their whole answers beside the highs, every
+and 5x otherwise kept 34-45 lows decoding for their whole answers beside the highs, every
 sequence's TPOT at 1.2-2x the objective, and the limit, cut for it, then held highs behind highs.
 
 Not while high traffic merely fills the running limit: measured so on vLLM's CPU build, the
