@@ -2,7 +2,7 @@
 runs: found by trying, since it is the engine's own and no model predicts it (on a CPU, past some
 count the steps slow faster than the batch grows; on a GPU the answer is near the engine's slots).
 A hill climb on the measured rate: from all the engine's slots (vLLM's CPU build and its own server
-did best there, 128; llama.cpp's 16 gave as much as 8 or 24), a step of 30 % while the rate rises
+did best at 96-128 of 128; llama.cpp's 16 gave as much as 8 or 24), a step of 30 % while the rate rises
 by over 3 %, else the other way, else back to the best, where it stays a few periods before
 looking again (the best rate is measured anew each time, so a stale figure does not hold it)."""
 
