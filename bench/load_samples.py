@@ -50,8 +50,9 @@ async def until_idle(server: ServerProcess, client: httpx.AsyncClient, limit_s: 
         with contextlib.suppress(Exception):
             await sampler(client, sample)
         await asyncio.sleep(_QUIET_READ_S)
-        used, cpu = tree_cpu_s(server.pid) - cpu, tree_cpu_s(server.pid)
-        idle = sample.running == 0 and not sample.waiting and used < _QUIET_CORES * _QUIET_READ_S
+        now = tree_cpu_s(server.pid)
+        idle = sample.running == 0 and not sample.waiting and now - cpu < _QUIET_CORES * _QUIET_READ_S
+        cpu = now
         quiet = quiet + 1 if idle else 0
     return time.perf_counter() - start
 

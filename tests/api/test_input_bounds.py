@@ -186,9 +186,8 @@ def test_a_slow_pattern_is_refused_quickly_without_stalling_the_server(live, str
 
 def test_a_schema_that_retries_deep_or_asks_for_a_huge_value_is_refused_in_bounded_time(live, streaming, caplog):
     unique: dict[str, Any] = {"const": 1}
-    for _ in range(
-        7
-    ):  # each level retries its items for uniqueness (two distinct const items cannot be): 20 ** 7 tries unbounded
+    # each level retries its items for uniqueness (two distinct const items cannot be): 20 ** 7 tries unbounded
+    for _ in range(7):
         unique = {"type": "array", "uniqueItems": True, "minItems": 2, "maxItems": 3, "items": unique}
     for schema in (unique, {"type": "string", "minLength": 10**9}, {"type": "array", "minItems": 10**9}):
         started = time.monotonic()
