@@ -29,8 +29,9 @@ def predicted_wait_s(
     """Seconds until `request` would start: 0 when it fits now, None before anything has finished.
     Counting who is ahead (`count_ahead`) scans the queue, so it happens only when waiting behind
     everyone would break the limit."""
-    if not queue and admission.fits(request):
-        return 0.0
+    high = request.priority is PriorityClass.HIGH
+    if (not queue or (high and not queue.count(PriorityClass.HIGH))) and admission.fits(request, high_waiting=high):
+        return 0.0  # a high passes lower waiters
     if request.priority is not PriorityClass.HIGH and admission.high_fills_limit():
         return math.inf
     jumpers = arrivals.above(request.priority, request.arrival)

@@ -80,7 +80,7 @@ class SchedulerState:
             PriorityQueue(config.aging_per_s),
             limit,
             admission,
-            PressureMonitor(config.pressure),
+            PressureMonitor(config.pressure, config.slo.ttft_s),
             share,
             line,
             BackgroundShare(config.background.slowdown, config.background.quiet_s, line),

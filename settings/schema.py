@@ -464,6 +464,14 @@ class PressureConfig(Section):
         ge=0.1,
         description=("In emergency mode, the longest wait the door promises a new low request; predicted longer: 429."),
     )
+    high_max_wait_s: float = Field(
+        0.0,
+        ge=0.0,
+        description=(
+            "In emergency mode, the longest wait the door promises a new high request; predicted longer: 429 with "
+            "Retry-After. 0: `slo.ttft_s`, since a high that waits longer misses its first-token objective."
+        ),
+    )
 
 
 class SloConfig(Section):

@@ -343,6 +343,31 @@ async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
     await stop(sched)
 
 
+async def test_in_emergency_a_high_that_would_miss_its_first_token_objective_is_refused_at_the_door():
+    """At 5x capacity high traffic alone is what the engine serves: highs accepted past their 1 s
+    objective queued ahead of later highs that could still have been on time."""
+    clock = FakeClock()
+    sched = await started(slots=2, latency_ms=50, clock=clock, limit=LimitConfig(adaptive=False, high_reserve=0.5))
+    sched.submit(make_request(P.LOW, max_tokens=500))  # lows may hold one of the two slots
+    lows = [sched.submit(make_request(P.LOW)) for _ in range(3)]
+    sched.state.drain.record(4.0)  # two slots: one start every 2 s
+    clock.advance(8)
+    sched.sample_pressure()
+    assert sched.pressure.emergency and sched.max_wait_s(P.HIGH) == 1.0  # slo.ttft_s
+    first = sched.submit(make_request(P.HIGH, max_tokens=500))  # a slot for high: it passes the lows
+    assert first.request.state.value == "running"
+    with pytest.raises(SchedulerError) as err:
+        sched.submit(make_request(P.HIGH))  # ~2 s for the next slot
+    assert err.value.kind == "wait_limit" and "limit of 1 s" in err.value.message and err.value.retry_after_s >= 1
+    for ticket in lows:
+        sched.cancel(ticket)
+    sched.sample_pressure()
+    assert not sched.pressure.emergency
+    accepted = sched.submit(make_request(P.HIGH))  # the same wait, promised 300 s outside emergency
+    assert accepted.request.state.value == "queued"
+    await stop(sched)
+
+
 async def test_the_running_limit_follows_the_engine_tpot():
     # Simulated step: 10 ms * (1 + slowdown * (running - 1)); the set point is 90 ms per token.
     engine = SimEngine(

@@ -160,14 +160,17 @@ def test_an_engine_without_a_local_budget_is_admitted_by_slots_only():
 
 
 def test_pressure_enters_and_leaves_emergency():
-    mon = PressureMonitor(PressureConfig(avg_wait_s=3, high_waiting=3, high_boost=1.5, low_max_wait_s=20))
+    mon = PressureMonitor(PressureConfig(avg_wait_s=3, high_waiting=3, high_boost=1.5, low_max_wait_s=20), 1.5)
     assert not mon.sample(avg_wait_s=2.9, high_waiting=2)
+    assert mon.max_wait_s(P.HIGH, 300) == 300
     assert mon.sample(avg_wait_s=3.1, high_waiting=0) and mon.emergency
     assert mon.weight(P.HIGH, 10) == 15 and mon.weight(P.MEDIUM, 5) == 5
     assert mon.max_wait_s(P.LOW, 60) == 20 and mon.max_wait_s(P.MEDIUM, 60) == 60
+    assert mon.max_wait_s(P.HIGH, 300) == 1.5  # the first-token objective
     assert not mon.sample(avg_wait_s=0, high_waiting=3)  # still under pressure
     assert mon.sample(avg_wait_s=0, high_waiting=2) and not mon.emergency
-    assert mon.switches == 2 and mon.max_wait_s(P.LOW, 60) == 60
+    assert mon.switches == 2 and mon.max_wait_s(P.LOW, 60) == 60 and mon.max_wait_s(P.HIGH, 300) == 300
+    assert PressureMonitor(PressureConfig(high_max_wait_s=4), 1.0).high_max_wait_s == 4
 
 
 def test_drain_estimates():
