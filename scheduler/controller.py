@@ -36,6 +36,8 @@ class Controller:
             if s.clock() >= next_sample:
                 next_sample = s.clock() + s.config.pressure.interval_s
                 self.sample_pressure()
+            elif not s.pressure.emergency and s.queue.count(PriorityClass.HIGH) >= s.config.pressure.high_waiting:
+                self.sample_pressure()  # highs piling up enter it at once; it is left only at a sample
             if s.clock() >= next_limit:
                 next_limit = s.clock() + s.config.limit.interval_s
                 self.adjust_limit()

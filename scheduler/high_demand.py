@@ -24,10 +24,13 @@ class HighDemand:
 
     def __init__(self) -> None:
         self.service_s: float | None = None
+        self.first_token_s = 0.0  # from start to first token, smoothed: what a high's wait leaves of its promise
 
     def finished(self, first_token_s: float, decoded: int, target_tpot_s: float) -> None:
-        service = max(first_token_s, 0.0) + max(decoded, 0) * target_tpot_s
-        self.service_s = service if self.service_s is None else self.service_s + _SMOOTHING * (service - self.service_s)
+        first_token_s = max(first_token_s, 0.0)
+        service = first_token_s + max(decoded, 0) * target_tpot_s
+        self.first_token_s = first_token_s if self.service_s is None else _smoothed(self.first_token_s, first_token_s)
+        self.service_s = service if self.service_s is None else _smoothed(self.service_s, service)
 
     def busy(self, rate_per_s: float) -> float:
         """Slots the high requests arriving at `rate_per_s` keep busy on average; 0 unknown."""
@@ -39,3 +42,7 @@ class HighDemand:
         """Slots that hold the high requests arriving at `rate_per_s` 99 % of the time; 0 unknown."""
         mean = self.busy(rate_per_s)
         return math.ceil(mean + _Z99 * math.sqrt(mean)) if mean else 0
+
+
+def _smoothed(old: float, new: float) -> float:
+    return old + _SMOOTHING * (new - old)

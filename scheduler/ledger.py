@@ -106,7 +106,8 @@ class Ledger:
 
     def max_wait_s(self, priority: PriorityClass) -> float:
         """The wait a newcomer of this class may be promised now."""
-        return self.state.pressure.max_wait_s(priority, self.accepted_wait_s(priority))
+        s = self.state
+        return s.pressure.max_wait_s(priority, self.accepted_wait_s(priority), s.high_demand.first_token_s)
 
     def accepted_wait_s(self, priority: PriorityClass) -> float:
         return self.state.config.max_wait_s.of(priority.value)

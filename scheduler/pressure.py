@@ -16,7 +16,7 @@ from settings.schema import PressureConfig
 class PressureMonitor:
     def __init__(self, config: PressureConfig, ttft_objective_s: float) -> None:
         self.config = config
-        self.high_max_wait_s = config.high_max_wait_s or ttft_objective_s
+        self.ttft_objective_s = ttft_objective_s
         self.emergency = False
         self.switches = 0
 
@@ -44,9 +44,11 @@ class PressureMonitor:
         request.boosted = True
         return self.weight(request.priority, request.score)
 
-    def max_wait_s(self, priority: PriorityClass, normal_s: float) -> float:
+    def max_wait_s(self, priority: PriorityClass, normal_s: float, high_start_s: float = 0.0) -> float:
+        """The wait the door promises a newcomer; for high in emergency mode, by default what its
+        first-token objective leaves after `high_start_s`, the time highs take from start to first token."""
         if self.emergency and priority is PriorityClass.LOW:
             return min(normal_s, self.config.low_max_wait_s)
         if self.emergency and priority is PriorityClass.HIGH:
-            return min(normal_s, self.high_max_wait_s)
+            return min(normal_s, self.config.high_max_wait_s or max(0.0, self.ttft_objective_s - high_start_s))
         return normal_s

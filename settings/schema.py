@@ -469,7 +469,8 @@ class PressureConfig(Section):
         ge=0.0,
         description=(
             "In emergency mode, the longest wait the door promises a new high request; predicted longer: 429 with "
-            "Retry-After. 0: `slo.ttft_s`, since a high that waits longer misses its first-token objective."
+            "Retry-After. 0: what `slo.ttft_s` leaves after the time highs take from start to first token lately, "
+            "since a high that waits longer misses its first-token objective."
         ),
     )
 

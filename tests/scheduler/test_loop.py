@@ -178,6 +178,19 @@ async def test_emergency_mode_boosts_high_and_shortens_low_waits():
     await stop(sched)
 
 
+async def test_highs_piling_up_enter_emergency_mode_without_waiting_for_the_sample():
+    sched = await started(slots=1, latency_ms=50, limit=LimitConfig(adaptive=False, take_back=False))
+    sched.submit(make_request(max_tokens=500))  # holds the one slot for 25 s
+    for _ in range(2):
+        sched.submit(make_request(P.HIGH))
+    await asyncio.sleep(0.3)
+    assert not sched.pressure.emergency  # two: no pressure (the first sample is 5 s away)
+    sched.submit(make_request(P.HIGH))
+    await asyncio.sleep(0.3)
+    assert sched.pressure.emergency and sched.config.pressure.interval_s == 5
+    await stop(sched)
+
+
 async def test_highs_waiting_when_emergency_begins_keep_their_place_before_later_highs():
     """A boosted newcomer would outrank an older unboosted high for 20 s of aging: under a stream
     of highs (5x capacity on vLLM) that one waited 16 s while every later high started."""

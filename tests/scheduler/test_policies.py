@@ -166,11 +166,14 @@ def test_pressure_enters_and_leaves_emergency():
     assert mon.sample(avg_wait_s=3.1, high_waiting=0) and mon.emergency
     assert mon.weight(P.HIGH, 10) == 15 and mon.weight(P.MEDIUM, 5) == 5
     assert mon.max_wait_s(P.LOW, 60) == 20 and mon.max_wait_s(P.MEDIUM, 60) == 60
-    assert mon.max_wait_s(P.HIGH, 300) == 1.5  # the first-token objective
+    assert mon.max_wait_s(P.HIGH, 300) == 1.5  # the first-token objective...
+    assert mon.max_wait_s(P.HIGH, 300, high_start_s=0.5) == 1.0  # ...less what a started high takes to its first token
     assert not mon.sample(avg_wait_s=0, high_waiting=3)  # still under pressure
     assert mon.sample(avg_wait_s=0, high_waiting=2) and not mon.emergency
     assert mon.switches == 2 and mon.max_wait_s(P.LOW, 60) == 60 and mon.max_wait_s(P.HIGH, 300) == 300
-    assert PressureMonitor(PressureConfig(high_max_wait_s=4), 1.0).high_max_wait_s == 4
+    assert PressureMonitor(PressureConfig(high_max_wait_s=4), 1.0).max_wait_s(P.HIGH, 300, 0.5) == 300  # not pressed
+    mon = PressureMonitor(PressureConfig(high_max_wait_s=4), 1.0)
+    assert mon.sample(avg_wait_s=10, high_waiting=0) and mon.max_wait_s(P.HIGH, 300, 0.5) == 4
 
 
 def test_drain_estimates():
