@@ -74,18 +74,15 @@ class TokenPace:
         self._total: tuple[float, int] = (0.0, 0)
         self._held = 0
         self._pending: list[tuple[float, float, int, int]] = []
-        self._next_settle = float("inf")
 
     def record(self, start: float, end: float, tokens: int, running: int) -> None:
         """`tokens` came at `end`, the sequence's previous output at `start`, `running` sequences beside."""
         if tokens > 0:
-            end = max(end, start)
-            self._pending.append((start, end, tokens, running))
-            self._next_settle = min(self._next_settle, end + _reach(start, end))
+            self._pending.append((start, max(end, start), tokens, running))
         self._settle(end)
 
     def _settle(self, now: float) -> None:
-        if now < self._next_settle:  # a step's outputs come together: judge them once it has passed
+        if not self._pending:
             return
         waiting = [gap for gap in self._pending if gap[1] + _reach(*gap[:2]) > now]
         for start, end, tokens, running in self._pending:
@@ -96,7 +93,6 @@ class TokenPace:
                 self._clean.add(end - start, tokens, running)
                 self._total = (self._total[0] + end - start, self._total[1] + tokens)
         self._pending = waiting
-        self._next_settle = min((end + _reach(start, end) for start, end, _, _ in waiting), default=float("inf"))
 
     def mark(self) -> tuple[float, int]:
         return self._total
