@@ -77,7 +77,7 @@ class Controller:
     def adjust_limit(self) -> None:
         """One step of the adaptive running limit, from the TPOT measured since the last step."""
         s = self.state
-        tpot, running = s.pace.take(s.clock())
+        tpot, running = s.pace.take()
         if tpot is not None and running > 0:
             s.tpot_line.add(running, tpot)
         before = s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded

@@ -108,7 +108,7 @@ class Dispatcher:
             ticket.events.put_nowait(delta)
             now = s.clock()
             if first is None or request.resumes != resumes:  # a prefill ended: its first token, or a resume's
-                s.pace.prefills.ended(now)
+                s.prefills.ended(now)
                 batch_mark, resumes = s.pace.mark(), request.resumes
                 if first is None:
                     first = now
@@ -120,7 +120,7 @@ class Dispatcher:
                 if s.admission.first_token(request.key):
                     self.dispatch()
             elif last is not None:  # always, once the first token is in
-                s.pace.record(last, now, delta.num_tokens, s.admission.running)
+                s.pace.record(now - last, delta.num_tokens, s.admission.running, s.prefills.overlaps(last))
                 decoded += delta.num_tokens
             s.share.served(request.caller, output_tokens=delta.num_tokens)
             s.tokens_out += delta.num_tokens

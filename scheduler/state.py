@@ -23,7 +23,7 @@ from scheduler.fill import FillSearch
 from scheduler.high_demand import HighDemand
 from scheduler.idle_waits import IdleWaits
 from scheduler.limit import ConcurrencyLimit
-from scheduler.pace import TokenPace
+from scheduler.pace import PrefillWatch, TokenPace
 from scheduler.pressure import PressureMonitor
 from scheduler.queue import PriorityQueue
 from scheduler.request import RequestKey, Ticket
@@ -51,6 +51,7 @@ class SchedulerState:
     arrivals: ArrivalRates = field(default_factory=ArrivalRates)
     high_demand: HighDemand = field(default_factory=HighDemand)
     pace: TokenPace = field(default_factory=TokenPace)
+    prefills: PrefillWatch = field(default_factory=PrefillWatch)
     engine_ids: EngineIds = field(default_factory=EngineIds)
     idle_waits: IdleWaits = field(default_factory=IdleWaits)
     closed: bool = False

@@ -94,88 +94,50 @@ def test_fixed_when_not_adaptive():
     assert limit.tpot_s is not None  # still measured and reported
 
 
-class Gaps:
-    """Outputs recorded one after another on a clock of their own."""
-
-    def __init__(self, pace: TokenPace) -> None:
-        self.pace, self.now = pace, 0.0
-
-    def add(self, gap_s: float, tokens: int, running: int, prefill: bool = False) -> None:
-        start, self.now = self.now, self.now + gap_s
-        if prefill:  # a first token in the same engine step, delivered just after this output
-            self.pace.prefills.ended(self.now + 0.001)
-        self.pace.record(start, self.now, tokens, running)
-
-    def take(self) -> tuple[float | None, float]:
-        self.now += 1.0  # the controller's step comes later: every gap is classified by then
-        return self.pace.take(self.now)
-
-
 def test_pace_is_the_token_weighted_gap_per_interval():
     pace = TokenPace()
-    assert pace.take(0.0) == (None, 0.0)
-    gaps = Gaps(pace)
-    gaps.add(0.2, 2, running=4)  # two tokens in one output: 0.1 s each
-    gaps.add(0.1, 1, running=7)
-    gaps.add(5.0, 0, running=7)  # an empty final output carries no token
-    tpot, running = gaps.take()
+    assert pace.take() == (None, 0.0)
+    pace.record(0.2, 2, running=4)  # two tokens in one output: 0.1 s each
+    pace.record(0.1, 1, running=7)
+    pace.record(5.0, 0, running=7)  # an empty final output carries no token
+    tpot, running = pace.take()
     assert tpot == pytest.approx(0.1) and running == pytest.approx(5.0)
-    assert gaps.take() == (None, 0.0)
-
-
-def test_a_gap_is_read_only_once_a_first_token_of_its_step_could_no_longer_come():
-    pace = TokenPace()
-    pace.record(0.0, 0.1, 1, running=2)
-    assert pace.take(0.12) == (None, 0.0)  # a first token of the same step may still come (half a gap)
-    assert pace.take(0.16) == (pytest.approx(0.1), pytest.approx(2.0))
-    pace.record(1.0, 2.0, 1, running=2)
-    assert pace.take(2.04) == (None, 0.0)
-    assert pace.take(2.06) == (pytest.approx(1.0), pytest.approx(2.0))  # at most 50 ms after it
+    assert pace.take() == (None, 0.0)
 
 
 def test_pace_gives_the_mean_tpot_between_two_moments():
     pace = TokenPace()
-    gaps = Gaps(pace)
-    gaps.add(0.5, 1, running=1)
-    gaps.take()
+    pace.record(0.5, 1, running=1)
     mark = pace.mark()
     assert pace.since(mark) is None
-    gaps.add(0.2, 2, running=2)
-    gaps.take()  # the control interval's reset leaves the running totals
-    gaps.add(0.4, 2, running=2)
-    gaps.take()
+    pace.record(0.2, 2, running=2)
+    pace.take()  # the control interval's reset leaves the running totals
+    pace.record(0.4, 2, running=2)
     assert pace.since(mark) == pytest.approx(0.15)
 
 
 def test_pace_reads_only_the_gaps_without_a_prefill_unless_prefills_left_too_few():
     pace = TokenPace()
-    gaps = Gaps(pace)
     mark = pace.mark()
-    gaps.add(0.15, 3, running=8)
-    gaps.add(0.35, 1, running=8, prefill=True)  # a prompt's prefill stalled this step
-    assert gaps.take() == (pytest.approx(0.05), pytest.approx(8.0))
+    pace.record(0.15, 3, running=8)
+    pace.record(0.35, 1, running=8, during_prefill=True)  # a prompt's prefill stalled this step
+    assert pace.take() == (pytest.approx(0.05), pytest.approx(8.0))
     assert pace.since(mark) == pytest.approx(0.05)
     for _ in range(4):  # a burst of prompts: one clean token in five says little, so no reading...
-        gaps.add(0.05, 1, running=4)
-        gaps.add(0.3, 4, running=10, prefill=True)
-        assert gaps.take() == (None, 0.0)
-    gaps.add(0.05, 1, running=4)
-    gaps.add(0.3, 4, running=10, prefill=True)
-    tpot, running = gaps.take()  # ...until it lasts: an engine that is always prefilling is read in full
+        pace.record(0.05, 1, running=4)
+        pace.record(0.3, 4, running=10, during_prefill=True)
+        assert pace.take() == (None, 0.0)
+    pace.record(0.05, 1, running=4)
+    pace.record(0.3, 4, running=10, during_prefill=True)
+    tpot, running = pace.take()  # ...until it lasts: an engine that is always prefilling is read in full
     assert tpot == pytest.approx(0.35 / 5) and running == pytest.approx(8.8)
 
 
-def test_a_gap_is_judged_by_the_first_tokens_of_its_own_engine_step_in_any_order():
-    """vLLM delivers a step's outputs to the decoding sequences before the new ones: the stalled
-    gap then ended before the first token that stalled it, and the clean gap after it began before."""
+def test_prefill_watch_knows_whether_a_gap_held_a_prefill():
     watch = PrefillWatch()
-    assert not watch.overlaps(0.0, 0.1)
-    watch.ended(10.503)  # the step that ended at 10.5 prefilled a prompt
-    assert watch.overlaps(10.0, 10.5)  # its decoding sequence's output came 3 ms before the first token
-    assert not watch.overlaps(10.5, 10.6)  # the next step's gap, begun before it: clean
-    assert not watch.overlaps(9.9, 10.0)  # the step before: clean
-    watch.ended(10.604)
-    assert watch.overlaps(10.5, 10.6) and watch.overlaps(10.0, 10.5)
+    assert not watch.overlaps(since=0.0)
+    watch.ended(now=10.5)  # a first token: its prompt's prefill stretched the step that ended here
+    assert watch.overlaps(since=10.0) and not watch.overlaps(since=10.5)
 
 
 SPREAD = [0.85, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.15, 1.2, 0.95]  # requests' own TPOT around the batch's
