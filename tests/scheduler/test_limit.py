@@ -88,6 +88,16 @@ def test_a_slow_reading_with_a_few_running_does_not_lift_a_limit_with_room():
     assert limit.alone_s == 0.085 and limit.target_s == limit.set_point_s
 
 
+def test_a_stall_counts_only_when_the_next_reading_confirms_it_and_then_at_three_times_at_most():
+    limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=64)
+    run(limit, 0.06, 0.0, steps=10)
+    before = limit.value, limit.tpot_s
+    assert limit.update(1.5, 16) == before[0] and limit.tpot_s == before[1]  # a lone stall: not read
+    limit.update(1.5, 16)  # confirmed: a burst of prompts prefilling across two intervals
+    assert limit.tpot_s == pytest.approx(before[1] + 0.3 * 2 * before[1])  # read as three times, not 25
+    assert limit.value >= 0.6 * before[0]
+
+
 def test_fixed_when_not_adaptive():
     limit = ConcurrencyLimit(LimitConfig(adaptive=False, initial=8), OBJECTIVE, upper=64)
     assert run(limit, 0.5, 0.1, steps=5) == [64] * 5
