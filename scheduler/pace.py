@@ -8,6 +8,12 @@ whatever the batch, so on an engine whose prefill is slow next to a decode step 
 batch only queued work without making the next prefill shorter. What prefills add to the TPOT
 clients see is left to the set point, which is trimmed by each request's own TPOT over the batch's
 prefill-free TPOT during its life.
+
+vLLM hands a step's outputs to its decoding sequences before the new ones, so there the gap a
+prefill stretched is read as clean and the clean one after it as stalled. Judged by the step
+instead, the limit grew and requests' own TPOT went past the objective at 1.5x-5x capacity
+(docs/BENCHMARKS.md, "The top of the curve", fifth session): what it reads is closer to what
+clients see, and it stays.
 """
 
 from __future__ import annotations
