@@ -55,7 +55,7 @@ def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> Sche
     return SchedulerError(
         Outcome.WAIT_LIMIT,
         f"the queue would hold this {request.priority.value}-priority request "
-        f"about {wait_s:.0f} s, past its limit of {limit_s:g} s; retry later",
+        f"about {wait_s:.0f} s, past its limit of {limit_s:.3g} s; retry later",
         retry_after(wait_s - limit_s),
     )
 

@@ -5,6 +5,7 @@ import math
 import pytest
 
 from scheduler.admission import AdmissionController
+from scheduler.door import wait_refusal
 from scheduler.estimate import MIN_SPAN_S, SURGE_S, ArrivalRates, DrainEstimator
 from scheduler.high_demand import HighDemand
 from scheduler.pressure import PressureMonitor
@@ -174,6 +175,12 @@ def test_pressure_enters_and_leaves_emergency():
     assert PressureMonitor(PressureConfig(high_max_wait_s=4), 1.0).max_wait_s(P.HIGH, 300, 0.5) == 300  # not pressed
     mon = PressureMonitor(PressureConfig(high_max_wait_s=4), 1.0)
     assert mon.sample(avg_wait_s=10, high_waiting=0) and mon.max_wait_s(P.HIGH, 300, 0.5) == 4
+
+
+def test_a_refusal_names_a_limit_left_by_the_first_token_in_plain_seconds():
+    refusal = wait_refusal(make_request(P.HIGH), 2.0, 1.0 - 0.316851)  # slo.ttft_s less a start's first token
+    assert refusal is not None and "about 2 s, past its limit of 0.683 s" in refusal.message
+    assert wait_refusal(make_request(P.HIGH), 0.5, 0.683149) is None
 
 
 def test_drain_estimates():
