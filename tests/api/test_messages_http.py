@@ -7,6 +7,7 @@ priority, limits) exactly as on chat."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import anthropic
@@ -322,7 +323,10 @@ def test_a_gateway_serves_messages_from_an_upstream_that_speaks_only_chat() -> N
         call = api.messages.create(
             model="sim", max_tokens=300, tools=[WEATHER], tool_choice={"type": "any"}, messages=user("Weather?")
         )
-        served = upstream.services.pipeline.usage.report(0, 2**40)["anonymous"].requests
+        deadline = time.monotonic() + 5  # the upstream may count an answer a moment after the gateway has it
+        while (served := upstream.services.pipeline.usage.report(0, 2**40)["anonymous"].requests) < 2:
+            assert time.monotonic() < deadline, served
+            time.sleep(0.02)
     assert text.content[-1].type == "text" and text.content[-1].text
     assert call.stop_reason == "tool_use" and call.content[-1].name == "get_weather"
     assert served == 2  # both went upstream as chat completions
