@@ -32,7 +32,7 @@ def predicted_wait_s(
     high = request.priority is PriorityClass.HIGH
     if (not queue or (high and not queue.count(PriorityClass.HIGH))) and admission.fits(request, high_waiting=high):
         return 0.0  # a high passes lower waiters
-    if request.priority is not PriorityClass.HIGH and admission.high_fills_limit():
+    if not high and admission.high_fills_limit():
         return math.inf
     jumpers = arrivals.above(request.priority, request.arrival)
     slots = admission.slots_for(request.priority, high_waiting=queue.count(PriorityClass.HIGH) > 0)
