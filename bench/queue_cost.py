@@ -139,7 +139,7 @@ async def _bench_scheduler_async(
             # 10,000 waiters on 8 slots are predicted to wait far past the default limits, which would
             # refuse them at the door: the benchmark measures the queue, so no wait is too long here.
             *(f"scheduler.max_wait_s.{c}=1000000" for c in ("high", "medium", "low")),
-            "scheduler.pressure.low_max_wait_s=1000000",
+            *(f"scheduler.pressure.{c}_max_wait_s=1000000" for c in ("high", "low")),  # emergency mode too
             *EXTRA,
         ],
     )
