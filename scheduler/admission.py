@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from scheduler.request import PriorityClass, Request, RequestKey
 
+_BURST_PREFILLS = 4  # lower prompts prefilling at once in a burst while high traffic comes
+
 
 class AdmissionController:
     """Admits while a slot is free and the running requests' worst-case tokens (prompt plus
@@ -26,11 +28,13 @@ class AdmissionController:
     high request arrived within the last half minute): where prompts prefill on the CPU threads
     that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them.
 
-    While `unbounded` (the engine alone would serve the present load on time) neither the running
-    limit nor `lower_prefills` binds lower classes, only `burst_cap`, the engine's slots and the
-    share kept for high do: the engine alone would have run them all, its prompts prefilled together.
-    What they start past the limit is lent: it comes back if the load proves more than the engine
-    serves on time (`past_limit`, scheduler/takeback.py).
+    While `unbounded` (the engine alone would serve the present load on time) the running limit
+    does not bind lower classes, only `burst_cap`, the engine's slots and the share kept for high
+    do: the engine alone would have run them all. Their prompts prefill `_BURST_PREFILLS` at a time
+    at most (where `lower_prefills` is set): bursts that large are rare below capacity, and in the
+    first seconds of a step to 3x capacity on vLLM's CPU build a high prefilled beside eight lows'
+    prompts took 1.2 s to its first token. What they start past the limit is lent: it comes back
+    if the load proves more than the engine serves on time (`past_limit`, scheduler/takeback.py).
 
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
     from scheduler/background.py before it tries one, and prefill as lower requests do."""
@@ -88,13 +92,19 @@ class AdmissionController:
     def high_fills_limit(self) -> bool:
         """Whether high traffic alone keeps the running limit busy, past the share kept for it:
         a lower request accepted now would only hold a slot high needs, so the door refuses it."""
-        return self.high_busy > 0 and self.high_busy >= self.max_concurrency * (1 - self.high_reserve)
+        return self._fills_limit(self.high_busy)
 
     def held_for_high(self, high_waiting: bool) -> bool:
         """Whether lower requests wait for high ones: high traffic alone fills the limit and is here
-        now (one waits, or highs hold half the limit), not only in the arrival rate's memory."""
+        now (one waits, or highs hold half the limit), not only in the arrival rate's memory. Or the
+        highs running fill it already: the rate takes seconds to see a step, and on vLLM's CPU
+        build at 5x capacity lows started in them beside 14-18 highs, every high sent in those
+        seconds then decoding past the TPOT objective."""
         here = high_waiting or len(self._high) >= self.max_concurrency / 2
-        return here and self.high_fills_limit()
+        return here and (self.high_fills_limit() or self._fills_limit(len(self._high)))
+
+    def _fills_limit(self, busy: float) -> bool:
+        return busy > 0 and busy >= self.max_concurrency * (1 - self.high_reserve)
 
     def past_limit(self, request: Request) -> bool:
         """Whether a lower request starting now starts past the running limit: on a burst's slot,
@@ -133,12 +143,10 @@ class AdmissionController:
     def _lower_may_prefill(self) -> bool:
         if self._high_prefilling:
             return False
-        return (
-            self.lower_prefills is None
-            or not self.high_traffic
-            or self.unbounded
-            or len(self._lower_prefilling) < self.lower_prefills
-        )
+        if self.lower_prefills is None or not self.high_traffic:
+            return True
+        bound = max(self.lower_prefills, _BURST_PREFILLS) if self.unbounded else self.lower_prefills
+        return len(self._lower_prefilling) < bound
 
     def has_any_slot(self, high_waiting: bool = False) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""

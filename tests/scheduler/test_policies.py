@@ -61,6 +61,17 @@ def test_the_door_refuses_lower_classes_when_high_traffic_alone_keeps_the_limit_
     assert adm.held_for_high(high_waiting=False)  # highs hold half the limit and more come
 
 
+def test_highs_running_fill_the_limit_before_their_arrival_rate_shows_it():
+    adm = AdmissionController(max_concurrency=10, token_budget=None, high_reserve=0.1, upper=16)
+    adm.high_busy = 2.0  # a step to several times capacity: the rate has seen only its first seconds
+    for _ in range(8):
+        adm.admit(make_request(P.HIGH))
+    assert not adm.held_for_high(high_waiting=True)
+    adm.admit(make_request(P.HIGH))
+    assert adm.held_for_high(high_waiting=False)
+    assert not adm.high_fills_limit()  # the door goes by the rate: a moment's highs refuse no low
+
+
 def test_high_may_hold_the_slots_its_own_traffic_keeps_busy_above_a_fallen_limit():
     adm = AdmissionController(max_concurrency=3, token_budget=None, upper=8)
     adm.high_slots = 5
@@ -130,6 +141,20 @@ def test_lower_requests_prefill_one_at_a_time_where_the_engine_prefills_serially
     unlimited = AdmissionController(max_concurrency=8, token_budget=None)
     unlimited.admit(low)
     assert unlimited.fits(medium) and not unlimited.first_token(low.key)
+
+
+def test_a_burst_the_engine_serves_on_time_prefills_four_lower_prompts_at_a_time_while_highs_come():
+    adm = AdmissionController(max_concurrency=4, token_budget=None, upper=32, lower_prefills=1)
+    adm.unbounded, adm.burst_cap, adm.high_traffic = True, 32, True
+    lows = [make_request(P.LOW) for _ in range(5)]
+    for low in lows[:4]:
+        assert adm.fits(low)
+        adm.admit(low)
+    assert not adm.fits(lows[4]) and adm.fits(make_request(P.HIGH))  # a high prefills beside four at most
+    assert adm.first_token(lows[0].key) and adm.fits(lows[4])
+    adm.high_traffic = False
+    adm.admit(lows[4])
+    assert adm.fits(make_request(P.LOW))  # no high to make way for: the whole burst at once
 
 
 def test_admission_by_slots_and_tokens():
