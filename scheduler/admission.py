@@ -98,7 +98,7 @@ class AdmissionController:
         """Whether lower requests wait for high ones: high traffic alone fills the limit and is here
         now (one waits, or highs hold half the limit), not only in the arrival rate's memory. Or the
         highs running fill it already: the rate takes seconds to see a step, and on vLLM's CPU
-        build at 5x capacity lows started in them beside 14-18 highs, every high sent in those
+        build at 5x capacity lows started in them beside 16-19 highs, every high sent in those
         seconds then decoding past the TPOT objective."""
         here = high_waiting or len(self._high) >= self.max_concurrency / 2
         return here and (self.high_fills_limit() or self._fills_limit(len(self._high)))
