@@ -37,7 +37,8 @@ class AdmissionController:
     if the load proves more than the engine serves on time (`past_limit`, scheduler/takeback.py).
 
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
-    from scheduler/background.py before it tries one, and prefill as lower requests do."""
+    from scheduler/background.py before it tries one, and prefill as lower requests do while
+    interactive requests run."""
 
     def __init__(
         self,
@@ -148,6 +149,12 @@ class AdmissionController:
         bound = max(self.lower_prefills, _BURST_PREFILLS) if self.unbounded else self.lower_prefills
         return len(self._lower_prefilling) < bound
 
+    def _background_may_prefill(self) -> bool:
+        """Alone in the engine, batch lines prefill all at once: an interactive arrival preempts the
+        newest of them (scheduler/background.py), and bounded like lower prompts a batch sent
+        within half a minute of a high request took 25 s to reach vLLM's 128 slots."""
+        return len(self._running) == len(self._background) or self._lower_may_prefill()
+
     def has_any_slot(self, high_waiting: bool = False) -> bool:
         """Whether a request of some class could start; when not, nobody need be picked."""
         if self.paused or len(self._running) >= self.upper:
@@ -164,7 +171,7 @@ class AdmissionController:
     def fits(self, request: Request, high_waiting: bool = False) -> bool:
         slot = (
             (
-                self._lower_may_prefill()
+                self._background_may_prefill()
                 and len(self._background) < self.background_slots
                 and len(self._running) < self.background_fill()
             )

@@ -88,7 +88,6 @@ class Controller:
         s.admission.high_cap = reaching(fit, s.limit.target_s)
         if not s.admission.unbounded:
             self.dispatcher.take_back_lent()
-        self._search_fill()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)
         s.admission.high_busy = s.high_demand.busy(high_rate)
@@ -105,14 +104,6 @@ class Controller:
                 s.demand.mean,
             )
             self.dispatcher.dispatch()
-
-    def _search_fill(self) -> None:
-        s, a = self.state, self.state.admission
-        if s.interactive() == 0 and a.background_running > 0:
-            s.fill.begin(a.upper, s.clock())  # the engine's slots are known by now
-            s.fill.sample(s.clock(), s.tokens_out, a.background_fill())
-        else:
-            s.fill.interrupted()
 
     def set_upper(self) -> None:
         """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""

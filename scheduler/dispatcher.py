@@ -123,7 +123,6 @@ class Dispatcher:
                 s.pace.record(now - last, delta.num_tokens, s.admission.running, s.prefills.overlaps(last))
                 decoded += delta.num_tokens
             s.share.served(request.caller, output_tokens=delta.num_tokens)
-            s.tokens_out += delta.num_tokens
             last = now
         batch_tpot = s.pace.since(batch_mark)
         if decoded >= _MIN_DECODED and first is not None and last is not None and batch_tpot and not resumes:

@@ -29,7 +29,7 @@ class Snapshot:
     running: int
     limit: int  # the running limit now (adaptive)
     unbounded: bool  # the engine alone would serve the interactive load on time: the limit does not bind
-    background_fill: int  # batch lines the engine holds at most when nothing else runs (0: not searched yet)
+    background_fill: int  # batch lines the engine holds at most when nothing else runs: its slots (0: not ready)
     max_concurrency: int  # the limit's upper bound
     adaptive: bool
     measured_tpot_s: float | None
@@ -66,7 +66,7 @@ def snapshot(s: Scheduler) -> Snapshot:
         running=admission.running,
         limit=admission.max_concurrency,
         unbounded=admission.unbounded,
-        background_fill=s.state.fill.level,
+        background_fill=admission.background_fill() if s.engine.ready else 0,
         max_concurrency=s.limit.upper,
         adaptive=s.config.limit.adaptive,
         measured_tpot_s=s.limit.tpot_s,

@@ -19,7 +19,6 @@ from scheduler.engine_ids import EngineIds
 from scheduler.estimate import ArrivalRates, DrainEstimator
 from scheduler.events import Listener
 from scheduler.fair_share import VirtualTokenCounter
-from scheduler.fill import FillSearch
 from scheduler.high_demand import HighDemand
 from scheduler.idle_waits import IdleWaits
 from scheduler.limit import ConcurrencyLimit
@@ -46,7 +45,6 @@ class SchedulerState:
     tpot_line: TpotLine
     background: BackgroundShare
     demand: Demand
-    fill: FillSearch
     drain: DrainEstimator = field(default_factory=DrainEstimator)
     arrivals: ArrivalRates = field(default_factory=ArrivalRates)
     high_demand: HighDemand = field(default_factory=HighDemand)
@@ -57,7 +55,6 @@ class SchedulerState:
     closed: bool = False
     take_back: bool = False  # lower requests give their slots to high: the engine resumes sequences, the config allows
     taken_back: int = 0  # slots lower requests gave back (to a high, or a burst's) so far
-    tokens_out: int = 0  # every output token the engine gave, for the background fill's search
     tickets: dict[RequestKey, Ticket] = field(default_factory=dict)  # by caller and id: each caller's ids are its own
     tasks: dict[RequestKey, asyncio.Task] = field(default_factory=dict)
     finished: OrderedDict[RequestKey, dict] = field(default_factory=OrderedDict)
@@ -85,15 +82,13 @@ class SchedulerState:
             line,
             BackgroundShare(config.background.slowdown, config.background.quiet_s, line),
             Demand(config.limit.demand_window_s),
-            FillSearch(config.background.fill_period_s),
         )
 
     def background_slots(self) -> int:
         """Background sequences the engine may hold now (background work never waits in the queue,
         so every waiter is interactive)."""
         a = self.admission
-        fill = min(a.background_fill(), self.fill.level or a.max_concurrency)
-        return self.background.slots(self.interactive(), self.clock(), a.max_concurrency, fill)
+        return self.background.slots(self.interactive(), self.clock(), a.max_concurrency, a.background_fill())
 
     def interactive(self) -> int:
         """Interactive requests running or waiting."""

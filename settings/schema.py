@@ -555,14 +555,6 @@ class BackgroundConfig(Section):
     quiet_s: float = Field(
         2.0, ge=0.0, description=("Seconds without an interactive request before background work may fill the engine.")
     )
-    fill_period_s: float = Field(
-        20.0,
-        ge=1.0,
-        description=(
-            "How long each try of the search for the number of background sequences that gives the engine its most "
-            "tokens/s alone is measured."
-        ),
-    )
 
 
 class FairShareConfig(Section):

@@ -6,7 +6,6 @@ import pytest
 
 from scheduler.background import BackgroundShare
 from scheduler.demand import Demand
-from scheduler.fill import FillSearch
 from scheduler.tpot_line import TpotLine
 
 
@@ -76,34 +75,6 @@ def test_a_load_the_engine_serves_on_time_alone_is_not_held_back_and_one_it_cann
     sudden.sample(0.0, 0)
     sudden.sample(1.0, 200)  # a queue of 200 after a quiet spell: TPOT 0.63 s if all ran at once
     assert sudden.mean < 23 and not sudden.served_on_time(fit, 0.1)
-
-
-def climb(rate_of, start: int = 8, upper: int = 64, periods: int = 40) -> list[int]:
-    """The levels a search visits against an engine whose tokens/s at each level is `rate_of`."""
-    search, now, tokens, seen = FillSearch(period_s=10.0), 0.0, 0, []
-    search.begin(start, now)
-    for _ in range(periods * 14):
-        now += 1.0
-        tokens += int(rate_of(search.level))
-        search.sample(now, tokens, upper)
-        seen.append(search.level)
-    return seen
-
-
-def test_the_fill_climbs_to_the_engines_best_rate_and_stays_near_it() -> None:
-    seen = climb(lambda n: 1000 * n / (n + 20) if n <= 24 else 545 - 10 * (n - 24))  # best at 24
-    assert 18 <= max(set(seen[-200:]), key=seen[-200:].count) <= 30  # most of the time at the best
-    assert max(seen) <= 40
-
-
-def test_the_fill_goes_down_where_fewer_give_more() -> None:
-    seen = climb(lambda n: 100 - 3 * n, start=16)  # llama.cpp on two cores: fewer lines, more tokens
-    assert max(set(seen[-200:]), key=seen[-200:].count) <= 3
-
-
-def test_at_the_engines_slots_the_fill_stays_there() -> None:
-    seen = climb(lambda n: 10.0 * n, start=40, upper=48)  # a GPU: more is always better
-    assert max(set(seen[-200:]), key=seen[-200:].count) == 48
 
 
 def test_a_lines_prefill_counts_against_the_slowdown_too() -> None:

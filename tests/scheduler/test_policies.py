@@ -157,6 +157,24 @@ def test_a_burst_the_engine_serves_on_time_prefills_four_lower_prompts_at_a_time
     assert adm.fits(make_request(P.LOW))  # no high to make way for: the whole burst at once
 
 
+def test_batch_lines_alone_prefill_at_once_and_beside_interactive_ones_as_lower_prompts_do():
+    adm = AdmissionController(max_concurrency=4, token_budget=None, upper=32, lower_prefills=1)
+    adm.background_slots, adm.high_traffic = 32, True  # a high came in the last half minute, none runs
+    lines = [make_request(P.LOW, background=True) for _ in range(10)]
+    for line in lines[:8]:
+        assert adm.fits(line)  # an interactive arrival would preempt the newest: no need to wait
+        adm.admit(line)
+    high = make_request(P.HIGH)
+    assert adm.fits(high)
+    adm.admit(high)
+    assert not adm.fits(lines[8])  # a high prefilling: no lower prompt beside it
+    for started in (high, *lines[:8]):
+        adm.first_token(started.key)
+    assert adm.fits(lines[8])
+    adm.admit(lines[8])
+    assert not adm.fits(lines[9])  # beside a high, one lower prefill at a time
+
+
 def test_admission_by_slots_and_tokens():
     adm = AdmissionController(max_concurrency=2, token_budget=100)
     a, b, c = (make_request(prompt_tokens=20, max_tokens=20) for _ in range(3))
