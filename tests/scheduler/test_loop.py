@@ -449,6 +449,17 @@ async def test_background_work_fills_the_engine_alone_and_yields_all_of_it_to_an
     await stop(sched)
 
 
+async def test_batch_lines_do_not_trim_the_set_point_people_are_served_by():
+    sched = await started(slots=10, latency_ms=5)
+    lines = [sched.submit(make_request(P.LOW, max_tokens=20, background=True)) for _ in range(4)]
+    for ticket in lines:
+        await events_until_done(ticket)
+    assert not sched.limit._spread  # a batch line's TPOT against its batch's is nobody's wait
+    await events_until_done(sched.submit(make_request(P.LOW, max_tokens=20)))
+    assert len(sched.limit._spread) == 1
+    await stop(sched)
+
+
 async def test_beside_interactive_work_background_keeps_what_slows_it_by_the_allowed_share():
     sched = await started(slots=20, latency_ms=20)
     sched.admission.max_concurrency = 12
