@@ -94,14 +94,17 @@ class Controller:
         s.admission.high_traffic = high_rate > 0
         if (s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded) != before:
             log.debug(
-                "running limit %d -> %d, high slots %d, unbounded %s (tpot=%.3fs over %.1f running, mean demand %.1f)",
+                "running limit %d -> %d, high slots %d, unbounded %s, burst cap %d "
+                "(tpot=%.3fs over %.1f running, mean demand %.1f, line %s)",
                 before[0],
                 s.admission.max_concurrency,
                 s.admission.high_slots,
                 s.admission.unbounded,
+                s.admission.burst_cap,
                 tpot or 0.0,
                 running,
                 s.demand.mean,
+                fit and f"{fit[0]:.3f} + {fit[1]:.4f} n",
             )
             self.dispatcher.dispatch()
 

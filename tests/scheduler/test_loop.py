@@ -339,16 +339,16 @@ async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_do
 async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
     clock = FakeClock()
     sched = await started(slots=1, latency_ms=50, clock=clock)
-    sched.state.arrivals.record(P.LOW, clock() - 30)  # up for half a minute: the highs' 3 are 3 in 30 s
+    sched.state.arrivals.record(P.LOW, clock() - 30)  # up for half a minute: the highs' 3 are 3 in 10 s
     sched.submit(make_request(P.LOW, max_tokens=500))
-    sched.state.drain.record(5.0)  # 0.2 a second, half of it taken by the highs
+    sched.state.drain.record(2.0)  # 0.5 a second, 0.3 of it taken by the highs
     accepted = sched.submit(make_request(P.LOW))
     for _ in range(3):
         sched.submit(make_request(P.HIGH))
     sched.sample_pressure()
     assert sched.pressure.emergency and sched.max_wait_s(P.LOW) == 20.0
     with pytest.raises(SchedulerError) as err:
-        sched.submit(make_request(P.LOW))  # behind three high and one low: ~50 s
+        sched.submit(make_request(P.LOW))  # behind three high and one low: ~25 s
     assert err.value.kind == "wait_limit" and "20 s" in err.value.message
     clock.advance(30)
     sched.expire_waiters()

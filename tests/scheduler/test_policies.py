@@ -6,7 +6,7 @@ import pytest
 
 from scheduler.admission import AdmissionController
 from scheduler.door import wait_refusal
-from scheduler.estimate import MIN_SPAN_S, SURGE_S, ArrivalRates, DrainEstimator
+from scheduler.estimate import MIN_SPAN_S, STEP_MIN, STEP_S, SURGE_S, ArrivalRates, DrainEstimator
 from scheduler.high_demand import HighDemand
 from scheduler.pressure import PressureMonitor
 from scheduler.priority import PriorityInput, PriorityInputError, resolve_priority
@@ -113,6 +113,27 @@ def test_a_surge_counts_within_seconds_and_a_lull_only_over_the_window():
         rates.record(P.HIGH, 100.0 + i / 6)  # 6 a second from t=100
     assert rates.of(P.HIGH, now=109.95) == pytest.approx(60 / SURGE_S)  # not 60 / 30
     assert rates.of(P.HIGH, now=125.0) == pytest.approx(60 / 30)  # after it: the window's rate
+
+
+def test_a_step_is_read_in_full_within_seconds_and_a_cluster_at_light_load_is_not():
+    rates = ArrivalRates(window_s=30.0)
+    for i in range(15):
+        rates.record(P.HIGH, 70.0 + i * 2)  # half a second apart for half a minute...
+    for i in range(8):
+        rates.record(P.HIGH, 100.0 + i / 3)  # ...then 3 a second from t=100 (5x capacity, 20 % high)
+    assert rates.of(P.HIGH, now=102.5) == pytest.approx(8 / STEP_S)  # not 8 / SURGE_S over the quiet before
+    assert rates.above(P.LOW, now=102.5) == pytest.approx(8 / STEP_S)  # the door reads it as `of` does
+    assert rates.above(P.HIGH, now=102.5) == 0.0
+    cluster = ArrivalRates(window_s=30.0)
+    for i in range(30):
+        cluster.record(P.HIGH, 70.0 + i)  # 1 a second...
+    for i in range(STEP_MIN - 1):
+        cluster.record(P.HIGH, 100.0 + i * 0.4)  # ...and one cluster short of a step
+    assert cluster.of(P.HIGH, now=102.5) == pytest.approx((7 + STEP_MIN - 1) / SURGE_S)  # its last 10 s
+    steady = ArrivalRates(window_s=30.0)
+    for i in range(90):
+        steady.record(P.HIGH, 70.0 + i / 3)  # 3 a second throughout: its last 3 s are no step
+    assert steady.of(P.HIGH, now=100.0) == pytest.approx(90 / 30)
 
 
 def test_no_lower_request_starts_while_a_high_one_waits_for_its_first_token():
