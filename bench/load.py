@@ -195,14 +195,16 @@ async def run_load(
     seed: int,
     settle_s: float,
     until_quiet: bool = True,
+    only: str | None = None,
 ) -> Run:
     """Send the plan on time whatever happens to earlier requests, wait for every answer (each at
     most CLIENT_TIMEOUT_S), then let the server settle; sample it every second throughout. Then,
-    `until_quiet`, wait until it is idle, so the next run, on another server, gets quiet cores."""
+    `until_quiet`, wait until it is idle, so the next run, on another server, gets quiet cores.
+    `only` sends just that class's requests of the plan, at their times: what it gets alone."""
     run = Run(server.name, load, load * capacity, duration_s, capacity)
     fresh_prompts()
     rate = run.rate
-    plan = make_plan(seed, rate, duration_s)
+    plan = [p for p in make_plan(seed, rate, duration_s) if only in (None, p.cls)]
     with machine_stalls() as run.stalls_s:
         async with new_client(server.url) as client:
             t0 = time.perf_counter()
@@ -259,6 +261,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="a setting for our server, passed as --set (repeatable)",
     )
+    p.add_argument(
+        "--only",
+        choices=("high", "low"),
+        help="send only this class's requests of each level's plan, at their times (#40's 'what high alone could get')",
+    )
     p.add_argument("--json", metavar="PATH", help="write every request record and summary as JSON")
     p.add_argument(
         "--markdown",
@@ -309,7 +316,8 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
                     calibrations.append(calibration := calibrate_for(load, name, servers[baseline], args))
                     capacity = calibration.c_slo
                 server = servers[name]
-                runs.append(asyncio.run(run_load(server, load, capacity, args.duration, args.seed, args.settle_s)))
+                run = run_load(server, load, capacity, args.duration, args.seed, args.settle_s, only=args.only)
+                runs.append(asyncio.run(run))
                 if not server.alive():
                     server.failed = True  # keeps its log
                     note(f"{name} died during load {load:g} (log: {server.log.name})")
@@ -362,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_tokens": MAX_TOKENS,
         "temperature": TEMPERATURE,
         "high_share": HIGH_SHARE,
+        "only": args.only,
     }
     print(
         "bench/load.py  "
