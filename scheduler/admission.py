@@ -75,6 +75,10 @@ class AdmissionController:
         return len(self._running)
 
     @property
+    def high_running(self) -> int:
+        return len(self._high)
+
+    @property
     def background_running(self) -> int:
         return len(self._background)
 

@@ -88,6 +88,7 @@ class Controller:
         s.admission.high_cap = reaching(fit, s.limit.target_s)
         if not s.admission.unbounded:
             self.dispatcher.take_back_lent()
+            self.dispatcher.take_back_past_pace()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)
         s.admission.high_busy = s.high_demand.busy(high_rate)

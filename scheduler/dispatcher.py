@@ -14,7 +14,7 @@ from scheduler.outcome import Outcome
 from scheduler.policy import SchedulingPolicy
 from scheduler.request import Dispatched, PriorityClass, Request, RequestState, SchedulerError, Ticket
 from scheduler.state import SchedulerState
-from scheduler.takeback import lent_to_take_back, to_take_back
+from scheduler.takeback import lent_to_take_back, past_pace_to_take_back, to_take_back
 
 log = logging.getLogger("gpt_oss_webui.queue")
 
@@ -183,6 +183,17 @@ class Dispatcher:
         suspended = [r for r in lent_to_take_back(self.state.admission, self._running()) if self._suspend(r)]
         if suspended:
             log.debug("took back %d slots lent in a burst", len(suspended))
+            self.dispatch()
+
+    def take_back_past_pace(self) -> None:
+        """Lower requests' slots back while highs run over the limit past the TPOT objective."""
+        s = self.state
+        if not s.take_back:
+            return
+        chosen = past_pace_to_take_back(s.admission, self._running(), s.limit.tpot_s, s.config.slo.tpot_s)
+        suspended = [r for r in chosen if self._suspend(r)]
+        if suspended:
+            log.debug("took back %d slots from lower requests for highs past the TPOT objective", len(suspended))
             self.dispatch()
 
     def _running(self) -> list[Request]:

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable
 from scheduler.admission import AdmissionController
 from scheduler.request import PriorityClass, Request
 
+_FAR_OVER = 1.25  # running over this many times the limit, past the objective: highs pushed it there
+
 
 def resumable(request: Request) -> bool:
     """Stop strings too: an engine holds back text that may begin one, and a suspension would drop it."""
@@ -64,3 +66,22 @@ def lent_to_take_back(admission: AdmissionController, running: Iterable[Request]
     over = admission.running - admission.slots_for(PriorityClass.LOW)
     lent = sorted((r for r in running if r.lent and resumable(r)), key=lambda r: r.dispatched_at or 0.0, reverse=True)
     return lent[: max(0, over)]
+
+
+def past_pace_to_take_back(
+    admission: AdmissionController, running: Iterable[Request], tpot_s: float | None, objective_s: float
+) -> list[Request]:
+    """The lower requests that give their slots back while highs have pushed the engine far over
+    the running limit (`_FAR_OVER`) and TPOT past the objective: as many as the running count is
+    over the limit, newest (by first start) first. A step from quiet to 5x capacity starts lows
+    under the limit before the highs come, the highs then run over it, and on vLLM's CPU build
+    19-22 of the first 27 highs decoded past the objective beside them (2-5 on time). Only that
+    far over and that slow: suspended lows resume late, and suspending while highs merely filled
+    the limit lost more lows than it gained highs (docs/BENCHMARKS.md, "Taking a lent slot back")."""
+    if admission.unbounded or tpot_s is None or tpot_s <= objective_s or not admission.high_running:
+        return []
+    if admission.running <= _FAR_OVER * admission.max_concurrency:
+        return []
+    over = admission.running - admission.max_concurrency
+    lower = sorted((r for r in running if resumable(r)), key=lambda r: r.dispatched_at or 0.0, reverse=True)
+    return lower[:over]

@@ -210,3 +210,24 @@ async def test_without_take_back_a_burst_keeps_the_slots_it_was_lent():
     assert all(t.request.state.value == "running" for t in lows) and sched.state.taken_back == 0
     await asyncio.gather(*(answer(t) for t in lows))
     await stop(sched)
+
+
+async def test_highs_far_over_the_limit_past_the_tpot_objective_take_the_newest_lows_slots():
+    """A step from quiet: lows fill the running limit before highs come, highs run over it."""
+    sched = await started(slots=4)
+    sched.state.admission.upper, sched.admission.high_slots = 16, 8
+    lows = [sched.submit(seeded(P.LOW, n, max_tokens=120)) for n in range(4)]
+    highs = [sched.submit(seeded(P.HIGH, 10 + n, max_tokens=120)) for n in range(4)]
+    assert sched.admission.running == 8  # the highs over the limit of 4
+    await asyncio.sleep(0.05)
+    sched.state.limit.tpot_s = 0.05  # within the objective (0.1 s): nothing given back
+    sched.adjust_limit()
+    assert sched.state.taken_back == 0
+    sched.state.limit.tpot_s = 0.5  # past it: every high decodes late
+    sched.adjust_limit()
+    assert [t.request.state.value for t in lows] == ["queued"] * 4 and sched.admission.running == 4
+    assert all(t.request.state.value == "running" for t in highs)
+    for n, (text, tokens, _) in enumerate(await asyncio.gather(*(answer(t) for t in lows))):
+        assert (text, tokens) == await alone(n, 120)  # each goes on where it stopped
+    await asyncio.gather(*(answer(t) for t in highs))
+    await stop(sched)
