@@ -43,6 +43,7 @@ class Sample:
     idle_wait_s: dict[str, float] | None = (
         None  # ours: seconds waited while the engine had room, per class, since start
     )
+    taken_back: int | None = None  # ours: slots lower requests gave back (suspended), since start
 
 
 @dataclass

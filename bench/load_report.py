@@ -326,6 +326,11 @@ def _idle_waits(run: Run) -> str:
     return " / ".join(per_request)
 
 
+def _taken_back(run: Run) -> str:
+    seen = [s.taken_back for s in run.samples if s.taken_back is not None]
+    return str(seen[-1] - seen[0]) if len(seen) > 1 else "-"
+
+
 def sampled_table(runs: list[Run]) -> Table:
     rows: list[list[object]] = []
     for run in runs:
@@ -344,6 +349,7 @@ def sampled_table(runs: list[Run]) -> Table:
                 f"{min(tpots):.3f}-{max(tpots):.3f}" if tpots else "-",
                 f"{min(set_points):.3f}-{max(set_points):.3f}" if set_points else "-",
                 _idle_waits(run),
+                _taken_back(run),
                 ms(lag),
                 f"{len(run.stalls_s)} ({sum(run.stalls_s):.1f} s)",
                 "yes" if run.crashed else "no",
@@ -360,6 +366,7 @@ def sampled_table(runs: list[Run]) -> Table:
             "ours: measured TPOT s",
             "ours: TPOT set point s",
             "ours: idle wait ms per request (high / low)",
+            "ours: slots taken back",
             "send lag p99 ms",
             "machine stalls",
             "crashed",
@@ -369,6 +376,7 @@ def sampled_table(runs: list[Run]) -> Table:
             "running limit: /v1/queue/status slots (the adaptive running limit)",
             "idle wait: seconds the class's requests waited in our queue while the engine had room (free slots "
             "and tokens), over the level (/v1/queue/status idle_wait_s), per request of the class sent",
+            "slots taken back: lower requests suspended for high during the level (/v1/queue/status taken_back)",
             "send lag: actual minus planned send time; large values mean the client fell behind the plan",
             "machine stalls: pauses over 100 ms seen by an idle probe process during the level (count, total): "
             "the CPUs were held by others, which holds up server and client too: the level's latencies are disturbed",

@@ -65,6 +65,7 @@ async def _sample_ours(client: httpx.AsyncClient, sample: Sample) -> None:
     sample.measured_tpot_s = status.get("measured_tpot_s")
     sample.tpot_set_point_s = status.get("tpot_set_point_s")
     sample.idle_wait_s = status.get("idle_wait_s")
+    sample.taken_back = status.get("taken_back")
 
 
 async def _sample_vllm(client: httpx.AsyncClient, sample: Sample) -> None:
