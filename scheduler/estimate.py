@@ -77,9 +77,8 @@ class ArrivalRates:
 
     def above(self, priority: PriorityClass, now: float) -> float:
         """Arrivals per second of the classes ranked above `priority`, each read as `of` reads it:
-        over the window alone, a step from quiet to 5x capacity read a sixth of the highs' rate
-        5 s into it, and the door promised lows a minute that the highs then took (vLLM's CPU
-        build: 53 of 107 lows accepted in a step's first 10 s started past their 60 s)."""
+        over the window alone, the door read a sixth of the highs' rate 5 s into a step from quiet
+        to 5x capacity and promised lows waits that the highs then took."""
         return sum(self.of(cls, now) for cls in PriorityClass if cls.rank < priority.rank)
 
     def of(self, priority: PriorityClass, now: float) -> float:
