@@ -87,8 +87,7 @@ class Controller:
         s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
         s.admission.high_cap = reaching(fit, s.limit.target_s)
         if not s.admission.unbounded:
-            self.dispatcher.take_back_lent()
-            self.dispatcher.take_back_past_pace()
+            self.dispatcher.take_back_lower()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)
         s.admission.high_busy = s.high_demand.busy(high_rate)

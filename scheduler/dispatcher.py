@@ -176,24 +176,20 @@ class Dispatcher:
                 self._start(high)
             return
 
-    def take_back_lent(self) -> None:
-        """A burst's slots back, once the load proves more than the engine serves on time alone."""
-        if not self.state.take_back:
-            return
-        suspended = [r for r in lent_to_take_back(self.state.admission, self._running()) if self._suspend(r)]
-        if suspended:
-            log.debug("took back %d slots lent in a burst", len(suspended))
-            self.dispatch()
-
-    def take_back_past_pace(self) -> None:
-        """Lower requests' slots back while highs run over the limit past the TPOT objective."""
+    def take_back_lower(self) -> None:
+        """A burst's slots back, once the load proves more than the engine serves on time alone;
+        then lower requests' slots while highs run far over the limit past the TPOT objective."""
         s = self.state
         if not s.take_back:
             return
+        self._give_back(lent_to_take_back(s.admission, self._running()), "slots lent in a burst")
         chosen = past_pace_to_take_back(s.admission, self._running(), s.limit.tpot_s, s.config.slo.tpot_s)
+        self._give_back(chosen, "slots from lower requests for highs past the TPOT objective")
+
+    def _give_back(self, chosen: list[Request], what: str) -> None:
         suspended = [r for r in chosen if self._suspend(r)]
         if suspended:
-            log.debug("took back %d slots from lower requests for highs past the TPOT objective", len(suspended))
+            log.debug("took back %d %s", len(suspended), what)
             self.dispatch()
 
     def _running(self) -> list[Request]:

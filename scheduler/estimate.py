@@ -63,15 +63,15 @@ class ArrivalRates:
     def __init__(self, window_s: float = 30.0) -> None:
         self.window_s = window_s
         self._arrivals: dict[PriorityClass, deque[float]] = {c: deque() for c in PriorityClass}
-        self._recent: dict[PriorityClass, dict[float, deque[float]]] = {
-            c: {span: deque() for span in (STEP_S, SURGE_S)} for c in PriorityClass
-        }  # the same arrivals over the shorter spans, so every count is a length (the door asks per request)
+        # the same arrivals over the shorter spans, so every count is a length (the door asks per request)
+        self._surge: dict[PriorityClass, deque[float]] = {c: deque() for c in PriorityClass}
+        self._step: dict[PriorityClass, deque[float]] = {c: deque() for c in PriorityClass}
         self._first: float | None = None
 
     def record(self, priority: PriorityClass, now: float) -> None:
         self._arrivals[priority].append(now)
-        for times in self._recent[priority].values():
-            times.append(now)
+        self._surge[priority].append(now)
+        self._step[priority].append(now)
         if self._first is None:
             self._first = now
 
@@ -89,20 +89,20 @@ class ArrivalRates:
         rate, so a step is read in full in its first seconds, when `SURGE_S` still holds the quiet
         before it (a fifth of the rate 2 s in), and a Poisson cluster rarely is (8 in 3 s at 1.5x
         capacity, 20 % high: 0.6 %)."""
-        self._expire(now)
-        recent = self._recent[priority]
-        longer = max(len(recent[SURGE_S]) / SURGE_S, len(self._arrivals[priority]) / self._span(now))
-        step = len(recent[STEP_S])
+        window = self._arrivals[priority]
+        while window and window[0] < now - self.window_s:
+            window.popleft()
+        longer = max(_since(self._surge[priority], now - SURGE_S) / SURGE_S, len(window) / self._span(now))
+        step = _since(self._step[priority], now - STEP_S)
         return step / STEP_S if step >= STEP_MIN and step / STEP_S > 2 * longer else longer
-
-    def _expire(self, now: float) -> None:
-        for cls, times in self._arrivals.items():
-            while times and times[0] < now - self.window_s:
-                times.popleft()
-            for span, recent in self._recent[cls].items():
-                while recent and recent[0] <= now - span:
-                    recent.popleft()
 
     def _span(self, now: float) -> float:
         seen = now - self._first if self._first is not None else 0.0
         return min(self.window_s, max(MIN_SPAN_S, seen))
+
+
+def _since(times: deque[float], start: float) -> int:
+    """How many of `times` are after `start`, dropping the older ones."""
+    while times and times[0] <= start:
+        times.popleft()
+    return len(times)
