@@ -93,7 +93,7 @@ class Dispatcher:
             else:
                 self._release(request)
             if not request.background:  # the door's figures are interactive work's
-                self.state.drain.record(self.state.clock() - (request.dispatched_at or request.arrival))
+                self.state.drain.record(request.in_engine_s(self.state.clock()))
             self.ledger.finish(request, outcome)
             self.dispatch()
 
@@ -204,7 +204,7 @@ class Dispatcher:
         except EngineError:
             return False  # not in the engine yet, or an answer it could not carry on
         self._release(request)
-        request.state, request.suspended = RequestState.QUEUED, True
+        request.state, request.suspended, request.suspended_at = RequestState.QUEUED, True, s.clock()
         s.share.joining(request, s.queue)
         s.queue.push(request)
         s.share.joined(request, s.queue)
@@ -216,6 +216,7 @@ class Dispatcher:
         """Back in the engine; `dispatched_at` stays its first start (its wait, and its age among
         the requests a later high may take a slot from)."""
         s = self.state
+        request.suspended_s += s.clock() - (request.suspended_at or s.clock())
         request.state, request.suspended = RequestState.RUNNING, False
         request.resumes += 1
         request.lent = s.admission.past_limit(request)

@@ -59,11 +59,21 @@ class Request:
     boosted: bool = False  # its score carries emergency mode's boost for high (scheduler/pressure.py)
     suspended: bool = False  # gave its slot back and waits, its stream open (scheduler/takeback.py)
     resumes: int = 0  # times it came back to the engine after that
+    suspended_at: float | None = None  # when it last gave its slot back
+    suspended_s: float = 0.0  # time spent waiting with its slot given back, before the last resume
     lent: bool = False  # started past the running limit in a burst (scheduler/takeback.py)
     key: RequestKey = field(init=False, repr=False)  # (caller, request_id): both fixed at creation
 
     def __post_init__(self) -> None:
         self.key = RequestKey(self.caller, self.request_id)
+
+    def in_engine_s(self, now: float) -> float:
+        """Time it has held a slot since its first start, its suspended waits left out: a low
+        suspended at 3x capacity for 20 s counted as 20 s of service made the door read the
+        engine's drain at half its rate and refuse highs that would have started in time."""
+        started = self.dispatched_at if self.dispatched_at is not None else self.arrival
+        waiting = now - self.suspended_at if self.suspended and self.suspended_at is not None else 0.0
+        return now - started - self.suspended_s - waiting
 
     @property
     def cost_tokens(self) -> int:

@@ -70,6 +70,23 @@ async def test_a_high_that_finds_no_slot_takes_the_newest_lower_ones_and_the_ans
     await stop(sched)
 
 
+async def test_the_drain_counts_a_suspended_request_by_its_time_in_the_engine_not_its_wait():
+    """The door reads the engine's drain from service times: a suspended wait counted as service
+    halves the rate it reads and refuses highs that would start in time."""
+    sched = await started(slots=1)
+    low = sched.submit(seeded(P.LOW, 1))
+    await asyncio.sleep(0.05)
+    high = sched.submit(seeded(P.HIGH, 2, max_tokens=60))
+    assert low.request.suspended
+    await answer(high)
+    await answer(low)
+    low_wall = sched.state.clock() - (low.request.dispatched_at or 0.0)
+    high_s, low_s = list(sched.state.drain._service_s)
+    assert low.request.resumes == 1 and high_s >= 0.5
+    assert low_s < low_wall - 0.8 * high_s  # its wait while the high ran is left out
+    await stop(sched)
+
+
 async def test_high_traffic_filling_the_limit_runs_over_it_and_suspends_nobody():
     """Measured choice (scheduler/takeback.py): suspending lows while highs merely fill the limit
     made the lows late and the highs no earlier."""
