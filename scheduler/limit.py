@@ -17,8 +17,10 @@ TPOT during its life. A ratio, not the request's TPOT itself: that lags a reques
 the batch and, after a slow spell, kept pushing the set point down once the spell had passed.
 
 Work-conserving: one stalled interval (a pause of this process or of the machine) is not the
-engine's pace, so a reading three times the smoothed TPOT counts only when the next one confirms
-it. Read as they came, single stalls cut the limit to one or two at light load while the engine sat
+engine's pace, so a reading three times the smoothed TPOT counts only when another of the last
+four intervals stalled too (not only the one before: at a step to 5x capacity on vLLM's CPU build
+prefill-heavy intervals read 0.18-0.25 s between clean ones at 0.07, each was dropped as lone,
+and the limit grew from 10 to 30 while every high decoded at 0.12-0.15 s). Read as they came, single stalls cut the limit to one or two at light load while the engine sat
 idle, and requests queued that the engine alone served at once. A confirmed one counts as three
 times, no more: a burst of prompts prefilled at a step to 5x capacity (vLLM's CPU build) read 1.5 s
 for two intervals, 24 times the TPOT before and after it, and the limit, halved, held highs in the
@@ -45,7 +47,8 @@ _ALONE = 4  # readings with at most this many running stand for the engine's TPO
 _ALONE_KEPT = 5  # the least of the last few such readings: one lucky reading must not stay forever
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
 _RECENT = 64  # finished requests the set point is trimmed by
-_STALL = 3.0  # a reading this many times the smoothed TPOT counts only when the next one confirms it
+_STALL = 3.0  # a reading this many times the smoothed TPOT counts only when another confirms it...
+_STALL_SEEN = 4  # ...among the readings this many intervals before it
 _TRIM_STEP = 0.02  # at most 2 % per interval
 _SET_POINT_RANGE = (0.5, 1.0)  # as a share of the objective
 
@@ -62,7 +65,7 @@ class ConcurrencyLimit:
         self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
         self._spread: deque[float] = deque(maxlen=_RECENT)
-        self._last_s: float | None = None  # the last reading, as it came
+        self._stalls: deque[bool] = deque(maxlen=_STALL_SEEN)  # which of the last readings were stalls
 
     @property
     def alone_s(self) -> float | None:
@@ -97,9 +100,11 @@ class ConcurrencyLimit:
         (mean over the interval); no reading (nothing decoded) leaves the limit where it is."""
         if tpot_s is None or running <= 0:
             return self.value
-        last, self._last_s = self._last_s, tpot_s
-        if self.tpot_s is not None and tpot_s > _STALL * self.tpot_s:
-            if (last or 0.0) <= _STALL * self.tpot_s:
+        stalled = self.tpot_s is not None and tpot_s > _STALL * self.tpot_s
+        recent = any(self._stalls)
+        self._stalls.append(stalled)
+        if stalled and self.tpot_s is not None:
+            if not recent:
                 return self.value  # a lone stall, so far
             tpot_s = _STALL * self.tpot_s  # confirmed: a step, counted at most at the threshold
         tpot = self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)

@@ -98,6 +98,18 @@ def test_a_stall_counts_only_when_the_next_reading_confirms_it_and_then_at_three
     assert limit.value >= 0.6 * before[0]
 
 
+def test_stalls_every_other_interval_are_the_engines_pace_not_lone_stalls():
+    """Prefill-heavy intervals between clean ones, as at a step to 5x capacity: read each time,
+    the limit falls; dropped as lone, it grew on the clean ones alone."""
+    limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=64)
+    run(limit, 0.06, 0.0, steps=10)
+    before = limit.value
+    for _ in range(4):
+        limit.update(0.25, 16)
+        limit.update(0.06, 16)
+    assert limit.tpot_s > TARGET and limit.value < before
+
+
 def test_fixed_when_not_adaptive():
     limit = ConcurrencyLimit(LimitConfig(adaptive=False, initial=8), OBJECTIVE, upper=64)
     assert run(limit, 0.5, 0.1, steps=5) == [64] * 5
