@@ -58,7 +58,7 @@ from bench.common import (  # noqa: E402
     stop_on_sigterm,
     timed_sleep,
 )
-from bench.load_records import Run, to_record  # noqa: E402
+from bench.load_records import Run, high_alone, to_record  # noqa: E402
 from bench.load_requests import (  # noqa: E402
     CLIENT_TIMEOUT_S,
     HIGH_SHARE,
@@ -262,6 +262,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a setting for our server, passed as --set (repeatable)",
     )
     p.add_argument(
+        "--high-alone",
+        default="",
+        metavar="LOADS",
+        help="at these levels (e.g. 5), also send the level's high requests alone to the engine's own server, "
+        "in the same run: what high alone gets on the machine as it is then (#40's target at 5x)",
+    )
+    p.add_argument(
         "--only",
         choices=("high", "low"),
         help="send only this class's requests of each level's plan, at their times (#40's 'what high alone could get')",
@@ -284,6 +291,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--servers: unknown {', '.join(sorted(unknown)) or '(none given)'}; choose from {','.join(SERVERS)}")
     mode = QUICK if args.quick else FULL
     args.loads = tuple(float(x) for x in args.loads.split(",")) if args.loads else mode.loads
+    args.high_alone = tuple(float(x) for x in args.high_alone.split(",") if x.strip())
     args.duration = args.duration or mode.duration_s
     args.calibration_s = args.calibration_s or mode.calibration_s
     args.levels, args.settle_s = mode.levels, mode.settle_s
@@ -303,7 +311,7 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
     runs: list[Run] = []
     names = list(args.servers)
     baseline = BASELINE[args.engine]
-    if args.capacity is None and baseline not in names:  # calibration runs on the engine's own server
+    if (args.capacity is None or args.high_alone) and baseline not in names:  # calibration, high alone
         names.insert(0, baseline)
     servers: dict[str, ServerProcess] = {}
     try:
@@ -324,6 +332,12 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
                     server.stop()
                     if load != args.loads[-1]:
                         servers[name] = start(name, args.engine, kv_bytes, args.ours_set)
+            if load in args.high_alone:
+                run = asyncio.run(
+                    run_load(servers[baseline], load, capacity, args.duration, args.seed, args.settle_s, only="high")
+                )
+                run.server = high_alone(baseline)
+                runs.append(run)
     finally:
         for server in servers.values():
             server.stop()
@@ -371,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         "temperature": TEMPERATURE,
         "high_share": HIGH_SHARE,
         "only": args.only,
+        "high_alone": list(args.high_alone),
     }
     print(
         "bench/load.py  "

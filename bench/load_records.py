@@ -59,6 +59,11 @@ class Run:
     stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.machine.machine_stalls
 
 
+def high_alone(server: str) -> str:
+    """The name of a run of only a level's high requests on `server` (bench/load.py --high-alone)."""
+    return f"{server}, high alone"
+
+
 def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
     """A client's result as a record, times from the run's start `t0`."""
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.common import Stats, note
 from bench.load_plots import plot
+from bench.load_records import high_alone
 from bench.load_summary import CLASSES, TRADEOFF_TPOT_S, Slo, Summary, summarize, tradeoff
 from bench.report import Table, check_row, ms, num
 
@@ -144,6 +145,80 @@ def _at(runs: list[Run], server: str, load: float) -> Run | None:
     return next((r for r in runs if r.server == server and math.isclose(r.load, load)), None)
 
 
+def light_load_rows(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> list[list[object]]:
+    """#40 below capacity: each class's TTFT p50 and p99 against the engine's own server's (at 1x
+    each class's on-time rate per C_slo, `at_capacity_rows`)."""
+    rows: list[list[object]] = []
+    base = baseline(runs)
+    for load in (0.3, 0.7):
+        if not (_at(runs, "ours", load) and _at(runs, base, load)):
+            continue
+        for cls in ("high", "low"):
+            o, f = sums[("ours", load, cls)], sums[(base, load, cls)]
+            for q, times, plus in (("p50", 1.2, 0.05), ("p99", 1.5, 0.1)):
+                ours, theirs = getattr(o.ttft, q), getattr(f.ttft, q)
+                rows.append(
+                    check_row(
+                        f"{load:g}x: ours {cls} TTFT {q}",
+                        f"<= {times:g}x {LABELS[base]} + {plus * 1000:.0f} ms",
+                        f"{ms(ours)} vs {ms(theirs)} ms",
+                        ours <= times * theirs + plus,
+                    )
+                )
+    return rows
+
+
+def at_capacity_rows(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    base = baseline(runs)
+    o, f = _at(runs, "ours", 1.0), _at(runs, base, 1.0)
+    if o and f:
+        for cls in ("high", "low"):
+            ours, theirs = sums[("ours", 1.0, cls)].on_time_rps / o.c_slo, sums[(base, 1.0, cls)].on_time_rps / f.c_slo
+            rows.append(
+                check_row(
+                    f"1x: ours {cls} on-time (per C_slo)",
+                    f">= {LABELS[base]}",
+                    f"{ours:.2f} vs {theirs:.2f}",
+                    ours >= theirs,
+                )
+            )
+    return rows
+
+
+def top_rows(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> list[list[object]]:
+    """#40 at 5x: on time, high TTFT p99 against vLLM's priority policy, high on time against the
+    level's highs sent alone to the engine's own server in the same run (--high-alone)."""
+    o = _at(runs, "ours", 5.0)
+    if not o:
+        return []
+    oh = sums[("ours", 5.0, "high")]
+    on_time = sums[("ours", 5.0, "all")].on_time_rps / o.c_slo
+    rows = [check_row("5x: ours on-time req/s", ">= 0.5 x C_slo", f"{on_time:.2f} x C_slo", on_time >= 0.5)]
+    if _at(runs, "vllm-priority", 5.0):
+        theirs = sums[("vllm-priority", 5.0, "high")].ttft.p99
+        rows.append(
+            check_row(
+                "5x: ours high TTFT p99",
+                "<= vLLM priority",
+                f"{num(oh.ttft.p99, '.3f')} vs {num(theirs, '.3f')} s",
+                oh.ttft.p99 <= theirs,
+            )
+        )
+    alone = _at(runs, high_alone(baseline(runs)), 5.0)
+    if alone:
+        ours, theirs = oh.on_time_rps / o.c_slo, sums[(alone.server, 5.0, "high")].on_time_rps / alone.c_slo
+        rows.append(
+            check_row(
+                "5x: ours high on-time (per C_slo)",
+                f">= high alone on {LABELS[baseline(runs)]}",
+                f"{ours:.2f} vs {theirs:.2f}",
+                ours >= theirs,
+            )
+        )
+    return rows
+
+
 def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> Table:
     """Rates are compared in units of each run's own C_slo: on this machine the capacity moves
     between two runs a minute apart, and a server measured in a fast spell would win on luck."""
@@ -174,6 +249,7 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
         )
     if o:
         rows.append(check_row("0.7x: ours refusals", "0", str(o.refusals), o.refusals == 0))
+    rows += at_capacity_rows(runs, sums)
     o, oh, f, p = s("ours", 1.5), s("ours", 1.5, "high"), s(base, 1.5), s("vllm-priority", 1.5)
     if o and oh:
         high_ttft, tpot, on_time = slo.ttft_s["high"], slo.tpot_s, o.on_time_rps / c("ours", 1.5)
@@ -239,6 +315,8 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
                 oh.ttft.p99 <= slo.ttft_s["high"],
             )
         )
+    rows[:0] = light_load_rows(runs, sums)
+    rows += top_rows(runs, sums)
     return Table(
         "Targets (ratios from one run)",
         ["target", "goal", "measured", "result"],
