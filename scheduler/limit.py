@@ -18,13 +18,14 @@ the batch and, after a slow spell, kept pushing the set point down once the spel
 
 Work-conserving: one stalled interval (a pause of this process or of the machine) is not the
 engine's pace, so a reading three times the smoothed TPOT counts only when another of the last
-four intervals stalled too (not only the one before: at a step to 5x capacity on vLLM's CPU build
-prefill-heavy intervals read 0.18-0.25 s between clean ones at 0.07, each was dropped as lone,
-and the limit grew from 10 to 30 while every high decoded at 0.12-0.15 s). Read as they came, single stalls cut the limit to one or two at light load while the engine sat
-idle, and requests queued that the engine alone served at once. A confirmed one counts as three
-times, no more: a burst of prompts prefilled at a step to 5x capacity (vLLM's CPU build) read 1.5 s
-for two intervals, 24 times the TPOT before and after it, and the limit, halved, held highs in the
-queue for 10 s while the engine decoded at 0.07-0.08 s.
+four intervals stalled too. Read as they came, single stalls cut the limit to one or two at light
+load while the engine sat idle, and requests queued that the engine alone served at once. Not only
+the interval before: at a step to 5x capacity on vLLM's CPU build prefill-heavy intervals read
+0.18-0.25 s between clean ones at 0.07, each was dropped as lone, and the limit grew from 10 to 30
+while every high decoded at 0.12-0.15 s. A confirmed one counts as three times, no more: a burst
+of prompts prefilled at a step to 5x capacity (vLLM's CPU build) read 1.5 s for two intervals, 24
+times the TPOT before and after it, and the limit, halved, held highs in the queue for 10 s while
+the engine decoded at 0.07-0.08 s.
 """
 
 from __future__ import annotations
