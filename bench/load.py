@@ -332,16 +332,23 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
                     server.stop()
                     if load != args.loads[-1]:
                         servers[name] = start(name, args.engine, kv_bytes, args.ours_set)
-            if load in args.high_alone:
-                run = asyncio.run(
-                    run_load(servers[baseline], load, capacity, args.duration, args.seed, args.settle_s, only="high")
-                )
-                run.server = high_alone(baseline)
-                runs.append(run)
+            if load in args.high_alone and servers[baseline].alive():
+                if args.capacity is None:
+                    calibrations.append(
+                        calibration := calibrate_for(load, high_alone(baseline), servers[baseline], args)
+                    )
+                runs.append(alone_run(servers[baseline], load, args.capacity or calibration.c_slo, args))
     finally:
         for server in servers.values():
             server.stop()
     return calibrations, runs
+
+
+def alone_run(server: ServerProcess, load: float, capacity: float, args: argparse.Namespace) -> Run:
+    """The level's highs alone on the engine's own server, offered the same multiple of `capacity`."""
+    run = asyncio.run(run_load(server, load, capacity, args.duration, args.seed, args.settle_s, only="high"))
+    run.server = high_alone(server.name)
+    return run
 
 
 def calibrate_for(load: float, name: str, server: ServerProcess, args: argparse.Namespace) -> Calibration:
@@ -393,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         + f"  kv={kv_bytes / 2**20:.0f}MiB",
         flush=True,
     )
-    needed = MIN_AVAILABLE_GIB * len(set(args.servers) | ({BASELINE[args.engine]} if args.capacity is None else set()))
+    extra = {BASELINE[args.engine]} if args.capacity is None or args.high_alone else set()
+    needed = MIN_AVAILABLE_GIB * len(set(args.servers) | extra)
     if available_gib() < needed:
         note(f"error: {available_gib():.1f} GiB of memory available; the servers need about {needed:g} GiB")
         return 1

@@ -59,9 +59,17 @@ class Run:
     stalls_s: list[float] = field(default_factory=list)  # the machine's, not the server's: bench.machine.machine_stalls
 
 
+_HIGH_ALONE = ", high alone"
+
+
 def high_alone(server: str) -> str:
     """The name of a run of only a level's high requests on `server` (bench/load.py --high-alone)."""
-    return f"{server}, high alone"
+    return server + _HIGH_ALONE
+
+
+def mixed(runs: list[Run]) -> list[Run]:
+    """The runs of the whole plan: high-alone runs are a reference for one target, not a server."""
+    return [r for r in runs if not r.server.endswith(_HIGH_ALONE)]
 
 
 def to_record(p: Planned, r: StreamResult, t0: float) -> Record:

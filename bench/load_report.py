@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.common import Stats, note
 from bench.load_plots import plot
-from bench.load_records import high_alone
+from bench.load_records import high_alone, mixed
 from bench.load_summary import CLASSES, TRADEOFF_TPOT_S, Slo, Summary, summarize, tradeoff
 from bench.report import Table, check_row, ms, num
 
@@ -155,6 +155,8 @@ def light_load_rows(runs: list[Run], sums: dict[tuple[str, float, str], Summary]
             continue
         for cls in ("high", "low"):
             o, f = sums[("ours", load, cls)], sums[(base, load, cls)]
+            if not (o.completed and f.completed):
+                continue  # a class not sent (--only)
             for q, times, plus in (("p50", 1.2, 0.05), ("p99", 1.5, 0.1)):
                 ours, theirs = getattr(o.ttft, q), getattr(f.ttft, q)
                 rows.append(
@@ -174,6 +176,8 @@ def at_capacity_rows(runs: list[Run], sums: dict[tuple[str, float, str], Summary
     o, f = _at(runs, "ours", 1.0), _at(runs, base, 1.0)
     if o and f:
         for cls in ("high", "low"):
+            if not (sums[("ours", 1.0, cls)].sent and sums[(base, 1.0, cls)].sent):
+                continue
             ours, theirs = sums[("ours", 1.0, cls)].on_time_rps / o.c_slo, sums[(base, 1.0, cls)].on_time_rps / f.c_slo
             rows.append(
                 check_row(
@@ -195,7 +199,7 @@ def top_rows(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> li
     oh = sums[("ours", 5.0, "high")]
     on_time = sums[("ours", 5.0, "all")].on_time_rps / o.c_slo
     rows = [check_row("5x: ours on-time req/s", ">= 0.5 x C_slo", f"{on_time:.2f} x C_slo", on_time >= 0.5)]
-    if _at(runs, "vllm-priority", 5.0):
+    if _at(runs, "vllm-priority", 5.0) and oh.completed:
         theirs = sums[("vllm-priority", 5.0, "high")].ttft.p99
         rows.append(
             check_row(
@@ -206,7 +210,7 @@ def top_rows(runs: list[Run], sums: dict[tuple[str, float, str], Summary]) -> li
             )
         )
     alone = _at(runs, high_alone(baseline(runs)), 5.0)
-    if alone:
+    if alone and oh.sent:
         ours, theirs = oh.on_time_rps / o.c_slo, sums[(alone.server, 5.0, "high")].on_time_rps / alone.c_slo
         rows.append(
             check_row(
@@ -330,6 +334,7 @@ def targets_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], 
 
 
 def tradeoff_table(runs: list[Run], sums: dict[tuple[str, float, str], Summary], slo: Slo) -> Table:
+    runs = mixed(runs)
     top, curves = tradeoff(runs, slo)
     tok_s = {r.server: sums[(r.server, top, "all")].tok_s / r.c_slo for r in runs if r.load == top}
     rows: list[list[object]] = [[f"{t:g}", *(num(curves[s][i]) for s in curves)] for i, t in enumerate(TRADEOFF_TPOT_S)]
@@ -488,7 +493,7 @@ def report(meta: dict[str, Any], cals: list[Calibration], runs: list[Run], args:
     if args.markdown:
         write_markdown(Path(args.markdown), meta, runs, tables)
     if args.plots:
-        plot(Path(args.plots), runs, sums, slo)
+        plot(Path(args.plots), mixed(runs), sums, slo)
 
 
 def write_json(

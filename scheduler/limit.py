@@ -100,6 +100,7 @@ class ConcurrencyLimit:
         """One control step from the TPOT measured over the last interval with `running` sequences
         (mean over the interval); no reading (nothing decoded) leaves the limit where it is."""
         if tpot_s is None or running <= 0:
+            self._stalls.append(False)  # an idle interval ages the memory too
             return self.value
         stalled = self.tpot_s is not None and tpot_s > _STALL * self.tpot_s
         recent = any(self._stalls)

@@ -110,6 +110,16 @@ def test_stalls_every_other_interval_are_the_engines_pace_not_lone_stalls():
     assert limit.tpot_s > TARGET and limit.value < before
 
 
+def test_idle_intervals_age_the_stall_memory():
+    limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=64)
+    run(limit, 0.03, 0.0, steps=10)
+    before = limit.value, limit.tpot_s
+    limit.update(0.5, 4)  # a lone stall
+    for _ in range(10):
+        limit.update(None, 0)  # nothing decoded: idle
+    assert limit.update(0.5, 4) == before[0] and limit.tpot_s == before[1]  # another lone one, long after
+
+
 def test_fixed_when_not_adaptive():
     limit = ConcurrencyLimit(LimitConfig(adaptive=False, initial=8), OBJECTIVE, upper=64)
     assert run(limit, 0.5, 0.1, steps=5) == [64] * 5
