@@ -216,8 +216,8 @@ class Dispatcher:
         """Back in the engine; `dispatched_at` stays its first start (its wait, and its age among
         the requests a later high may take a slot from)."""
         s = self.state
-        now = s.clock()
-        request.suspended_s += now - request.suspended_at if request.suspended_at is not None else 0.0
+        if request.suspended_at is not None:
+            request.suspended_s += s.clock() - request.suspended_at
         request.state, request.suspended = RequestState.RUNNING, False
         request.resumes += 1
         request.lent = s.admission.past_limit(request)
