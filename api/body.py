@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from typing import TypeVar
 
 from fastapi import Request
@@ -17,10 +16,10 @@ from api.errors import APIError
 from protocols.json_bounds import SCHEMA_PLACES, BoundError, JsonBounds, found
 from protocols.openai_chat.request import describe
 from protocols.openai_chat.tools import schema_problem
+from protocols.unicode_text import ESCAPED_SURROGATE, lone_surrogate_at
 
 Body = TypeVar("Body", bound=BaseModel)
 log = logging.getLogger("gpt_oss_webui.api")
-_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # JSON's escape of a surrogate, paired or not
 _OFF_LOOP_SCHEMA_BYTES = 8192  # a schema this large takes jsonschema over a millisecond to check
 
 
@@ -68,38 +67,21 @@ def load_object(raw: bytes) -> dict:
         raise APIError(400, "request body is not valid JSON: nested too deeply", code="invalid_json") from None
     if not isinstance(data, dict):
         raise APIError(400, "request body must be a JSON object", code="invalid_json")
-    if _ESCAPED_SURROGATE.search(raw):
+    if ESCAPED_SURROGATE.search(raw):
         _check_unicode(data)
     return data
 
 
 def _check_unicode(data: dict) -> None:
-    """JSON may escape a lone surrogate (\\ud800), which no store, tokenizer or encoder takes:
-    refused where it is (`messages.0.content`), before anything runs."""
-    stack: list[tuple[str, object]] = [("", data)]
-    while stack:
-        where, value = stack.pop()
-        bad = isinstance(value, str) and not _encodes(value)
-        if isinstance(value, dict):
-            bad = not all(_encodes(str(key)) for key in value)
-            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{where}.{i}", item) for i, item in enumerate(value))
-        if bad:
-            raise APIError(
-                400,
-                f"invalid value for {where or 'a field name'}: text must be valid Unicode, without lone surrogates",
-                param=where or None,
-                code="invalid_value",
-            )
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Refused where it is (`messages.0.content`), before anything runs."""
+    where = lone_surrogate_at(data)
+    if where is not None:
+        raise APIError(
+            400,
+            f"invalid value for {where or 'a field name'}: text must be valid Unicode, without lone surrogates",
+            param=where or None,
+            code="invalid_value",
+        )
 
 
 def validate(data: dict, model: type[Body]) -> Body:

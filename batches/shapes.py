@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batches.store import Line
+from protocols.unicode_text import ESCAPED_SURROGATE, lone_surrogate_at
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 MAX_ERRORS = 100  # validation errors named in a failed batch; the count says how many more
@@ -83,6 +84,8 @@ def checked_line(
         raise ValueError("not valid JSON") from None
     if not isinstance(item, dict):
         raise ValueError("a request must be a JSON object with custom_id, method, url and body")
+    if ESCAPED_SURROGATE.search(row) and (where := lone_surrogate_at(item)) is not None:
+        raise ValueError(f"{where or 'a field name'}: text must be valid Unicode, without lone surrogates")
     extra = sorted(set(item) - {"custom_id", "method", "url", "body"})
     if extra:
         raise ValueError(f"unknown field {shown(extra[0])}; a request has custom_id, method, url and body")

@@ -16,7 +16,7 @@ from scheduler.snapshot import snapshot
 from settings import load_config
 from tests.conftest import FAST_SIM
 from ui.admin.operator import SettingsError, apply_limits, apply_preset
-from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
+from ui.batch.jobs import MAX_PROMPTS, BatchInputError, parse_prompts, run_batch, write_results
 from ui.chat.call import build_body, run_chat
 from ui.chat.chat_settings import ChatSettings
 from ui.chat.views import ShownAnswer
@@ -151,6 +151,19 @@ def test_batch_inputs(tmp_path):
         parse_prompts("   ")
     with pytest.raises(BatchInputError, match=".txt or .jsonl"):
         parse_prompts("", tmp_path / "p.pdf")
+
+
+def test_batch_input_is_read_no_further_than_one_prompt_past_the_bound(tmp_path):
+    """A file of millions of lines costs what the bound does: the line after it is never parsed."""
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('"x"\n' * (MAX_PROMPTS + 1) + "not json\n")
+    with pytest.raises(BatchInputError, match=f"more than {MAX_PROMPTS} prompts"):
+        parse_prompts("", jsonl)
+    txt = tmp_path / "p.txt"
+    txt.write_text("b\n")
+    assert len(parse_prompts("a\n" * (MAX_PROMPTS - 1), txt)) == MAX_PROMPTS  # the bound itself passes
+    with pytest.raises(BatchInputError, match="more than"):
+        parse_prompts("a\n" * MAX_PROMPTS, txt)
 
 
 async def test_operator_limits_are_validated_and_live():

@@ -4,6 +4,7 @@ capacity, with the caller's jobs (from the page or a script) listed with their p
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import gradio as gr
@@ -90,7 +91,7 @@ class _PromptBatch:
     ) -> tuple:
         caller = self.page.caller_of(request)
         try:
-            items = parse_prompts(text, uploaded_file(file))
+            items = await asyncio.to_thread(parse_prompts, text, uploaded_file(file))
         except (BatchInputError, UploadRefused) as exc:
             gr.Warning(str(exc))
             return f"⚠️ {exc}", gr.update(), gr.update(visible=False), gr.update(visible=False)
@@ -174,7 +175,7 @@ class _JobHandlers:
     async def submit_job(self, text: str, file: str | None, language: str, request: gr.Request) -> tuple:
         caller, services = self.page.caller_of(request), self.page.services
         try:
-            items = parse_prompts(text, uploaded_file(file))
+            items = await asyncio.to_thread(parse_prompts, text, uploaded_file(file))
         except (BatchInputError, UploadRefused) as exc:
             return f"⚠️ {exc}", gr.update(), gr.update()
         store, runner = self._store_and_runner()
