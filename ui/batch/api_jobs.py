@@ -4,18 +4,23 @@ would make them, so the page and a script see the same jobs. No Gradio."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
+import secrets
 from pathlib import Path
 
 from batches import shapes
 from batches.runner import BatchRunner
 from batches.store import BatchStore, StorageFull, new_id
-from core.private_files import private_folder_in, write_private
+from core.private_files import private_dir, write_private
 from pipeline.caller import Caller
 from settings.schema import Config
 
 ENDPOINT = "/v1/chat/completions"
 JOBS_SHOWN = 20
+_FOLDER_KEY = secrets.token_bytes(16)  # this process's: the names of the folders downloads are served from
 
 
 async def submit(
@@ -94,10 +99,21 @@ async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_i
 async def download(store: BatchStore, caller: Caller, batch_id: str, which: str, root: Path) -> Path | None:
     """The batch's output or error file, written 0600 to a 0700 folder of its own inside `root` (the
     page's Gradio cache) for the page to serve (none is made for a job that has no such file, as
-    while its id is being typed)."""
+    while its id is being typed). Written once: the folder's name is a per-process key's digest of
+    the caller and the file (no other request can predict it), so the next call finds it; a copy per
+    call left a folder per poll on disk."""
     state = await store.batch(batch_id.strip(), caller.name)
     file_id = state.get(f"{which}_file_id") if state is not None else None
-    content = await store.content(file_id, caller.name) if file_id else None
-    if state is None or content is None:
+    if state is None or not file_id:
         return None
-    return write_private(private_folder_in(root, "gptoss-job-") / f"{state['id']}-{which}.jsonl", content)
+    digest = hmac.new(_FOLDER_KEY, f"{caller.name}\0{file_id}".encode(), hashlib.sha256).hexdigest()[:32]
+    path = Path(root) / f"gptoss-job-{digest}" / f"{state['id']}-{which}.jsonl"
+    if path.exists():
+        return path
+    content = await store.content(file_id, caller.name)
+    if content is None:
+        return None
+    private_dir(path.parent)
+    part = write_private(path.with_name(f".{path.name}.{secrets.token_hex(4)}"), content)
+    os.replace(part, path)  # whole or not there: a browser may be fetching the one before
+    return path
