@@ -119,16 +119,13 @@ async def create_batch(request: Request) -> dict:
     if not isinstance(file_id, str) or await services.batches.file(file_id, caller.name) is None:
         raise APIError(404, f"no file {shapes.shown(file_id)}", param="input_file_id", code="not_found")
     config = services.config.batches
-    if await services.batches.unfinished_of(caller.name) >= config.max_unfinished:
-        raise APIError(
-            429,
-            f"{config.max_unfinished} of your batches are not finished yet; wait for one or cancel it",
-            code="too_many_batches",
-        )
     state = shapes.new_batch(
         new_id("batch"), file_id, endpoint, window, metadata, services.batches.clock(), config.completion_window_s
     )
-    await services.batches.put_batch(caller.name, caller.cache_namespace, state)
+    try:
+        await services.batches.put_batch(caller.name, caller.cache_namespace, state, config.max_unfinished)
+    except StorageFull as exc:
+        raise APIError(429, f"{exc}; wait for one or cancel it", code="too_many_batches") from None
     batch_runner_of(request).add(caller.name, caller.cache_namespace, state)
     return state
 

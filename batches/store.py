@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiosqlite
+
 from core.sqlite_file import SqliteFile, schema
 
 log = logging.getLogger("gpt_oss_webui.batches")
@@ -150,9 +152,13 @@ class BatchStore:
 
     # batches
 
-    async def put_batch(self, caller: str, namespace: str, batch: dict) -> None:
-        """`namespace`: the caller's cache namespace, which its lines run in (it comes from the key)."""
+    async def put_batch(self, caller: str, namespace: str, batch: dict, max_unfinished: int | None = None) -> None:
+        """`namespace`: the caller's cache namespace, which its lines run in (it comes from the key).
+        StorageFull where the caller has `max_unfinished` unfinished batches already: counted in the
+        same transaction, since 30 concurrent creates against a count taken before left 5 of 2."""
         async with self._file.transaction() as db:
+            if max_unfinished is not None and await self._unfinished(db, caller) >= max_unfinished:
+                raise StorageFull(f"{max_unfinished} of your batches are not finished yet")
             await db.execute(
                 "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?)",
                 (batch["id"], caller, namespace, self.clock(), batch["status"], json.dumps(batch)),
@@ -160,8 +166,12 @@ class BatchStore:
         await self._bound_batches(caller)
 
     async def unfinished_of(self, caller: str) -> int:
+        return await self._unfinished(self._file.connected(), caller)
+
+    @staticmethod
+    async def _unfinished(db: aiosqlite.Connection, caller: str) -> int:
         marks = ", ".join("?" * len(UNFINISHED))
-        async with self._file.connected().execute(
+        async with db.execute(
             f"SELECT COUNT(*) FROM batches WHERE caller = ? AND status IN ({marks})", (caller, *UNFINISHED)
         ) as cur:
             row = await cur.fetchone()

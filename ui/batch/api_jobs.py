@@ -55,7 +55,11 @@ async def submit(
         store.clock(),
         config.batches.completion_window_s,
     )
-    await store.put_batch(caller.name, caller.cache_namespace, state)
+    try:
+        await store.put_batch(caller.name, caller.cache_namespace, state, config.batches.max_unfinished)
+    except StorageFull:
+        await store.delete_file(uploaded.id, caller.name)  # another job of this caller's came first
+        raise
     runner.add(caller.name, caller.cache_namespace, state)
     return state
 
