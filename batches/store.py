@@ -201,9 +201,8 @@ class BatchStore:
         """A batch's new state, with the lines it starts (validated) or the files it ends with
         (output, errors), in one transaction; only if its status is still `was` (a cancel may
         have come between), else nothing changes and False. A batch that ends keeps only its lines'
-        states (its counts): their requests and answers are in its files now, and kept besides until
-        the batch went, 15 batches made and cancelled from one 1.8 MB file held 35 MB against a
-        2 MB bound on the caller's files."""
+        states (its counts), its files holding their requests and answers: kept twice, 15 batches
+        made and cancelled from one 1.8 MB file held 35 MB against a 2 MB bound on the caller's files."""
         async with self._file.transaction() as db:
             cur = await db.execute(
                 "UPDATE batches SET status = ?, batch = ? WHERE id = ? AND status = ?",
