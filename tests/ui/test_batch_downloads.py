@@ -29,3 +29,5 @@ async def _written_once(store: BatchStore, root) -> None:
     assert stat.S_IMODE(paths[0].stat().st_mode) == 0o600 and stat.S_IMODE(paths[0].parent.stat().st_mode) == 0o700
     assert await download(store, Caller("bob"), "batch_1", "output", root) is None
     assert await download(store, alice, "batch_1", "error", root) is None  # no error file: none made
+    assert await store.delete_file(output.id, "alice")
+    assert await download(store, alice, "batch_1", "output", root) is None  # deleted: not from its copy

@@ -166,6 +166,19 @@ def test_batch_input_is_read_no_further_than_one_prompt_past_the_bound(tmp_path)
         parse_prompts("a\n" * MAX_PROMPTS, txt)
 
 
+def test_batch_input_splits_files_as_text_and_names_what_it_cannot_take(tmp_path):
+    txt = tmp_path / "p.txt"
+    txt.write_text("one\u2028two\x0cthree\n", encoding="utf-8")
+    assert parse_prompts("", txt) == ["one", "two", "three"]  # as pasted text is split
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "\\ud800"}\n')
+    with pytest.raises(BatchInputError, match="prompt 1: text must be valid Unicode"):
+        parse_prompts("", jsonl)
+    jsonl.write_text("[" * 200_000 + "\n")
+    with pytest.raises(BatchInputError, match="line 1 is not valid JSON"):
+        parse_prompts("", jsonl)
+
+
 async def test_operator_limits_are_validated_and_live():
     services = await services_with("server.admin_keys=[adm]", "engine.sim.max_num_seqs=16")
     sched, engine = services.scheduler, services.engine

@@ -108,8 +108,8 @@ async def download(store: BatchStore, caller: Caller, batch_id: str, which: str,
     call left a folder per poll on disk."""
     state = await store.batch(batch_id.strip(), caller.name)
     file_id = state.get(f"{which}_file_id") if state is not None else None
-    if state is None or not file_id:
-        return None
+    if state is None or not file_id or await store.file(file_id, caller.name) is None:
+        return None  # a file deleted since is not handed out again from its copy
     digest = hmac.new(_FOLDER_KEY, f"{caller.name}\0{file_id}".encode(), hashlib.sha256).hexdigest()[:32]
     path = Path(root) / f"gptoss-job-{digest}" / f"{state['id']}-{which}.jsonl"
     if path.exists():

@@ -14,6 +14,7 @@ from core.private_files import private_dir, write_private
 from pipeline.caller import Caller
 from pipeline.chat import ChatPipeline
 from pipeline.events import Finished, Refused
+from protocols.unicode_text import lone_surrogate_at
 from ui.chat.call import run_chat
 from ui.chat.chat_settings import ChatSettings
 
@@ -47,7 +48,10 @@ def parse_prompts(text: str | None, path: Path | None = None) -> list[str]:
         if suffix not in (".txt", ".jsonl"):
             raise BatchInputError(f"{path.name}: upload a .txt or .jsonl file")
         with path.open(encoding="utf-8", errors="replace") as lines:
-            _take(prompts, _jsonl_prompts(lines) if suffix == ".jsonl" else _plain(lines))
+            if suffix == ".jsonl":
+                _take(prompts, _jsonl_prompts(lines))
+            else:  # split as pasted text is (form feeds, U+2028 and the like too)
+                _take(prompts, _plain(part for line in lines for part in line.splitlines()))
     if not prompts:
         raise BatchInputError("no prompts: paste one per line or upload a file")
     return prompts
@@ -57,6 +61,8 @@ def _take(prompts: list[str], more: Iterable[str]) -> None:
     for prompt in more:
         if len(prompts) == MAX_PROMPTS:
             raise BatchInputError(f"more than {MAX_PROMPTS} prompts; at most {MAX_PROMPTS} per batch")
+        if lone_surrogate_at(prompt) is not None:
+            raise BatchInputError(f"prompt {len(prompts) + 1}: text must be valid Unicode, without lone surrogates")
         prompts.append(prompt)
 
 
@@ -70,7 +76,7 @@ def _jsonl_prompts(lines: Iterable[str]) -> Iterator[str]:
             continue
         try:
             item = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise BatchInputError(f"line {number} is not valid JSON") from None
         prompt = item.get("prompt") if isinstance(item, dict) else item if isinstance(item, str) else None
         if not isinstance(prompt, str) or not prompt.strip():
