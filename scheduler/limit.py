@@ -26,6 +26,11 @@ while every high decoded at 0.12-0.15 s. A confirmed one counts as three times, 
 of prompts prefilled at a step to 5x capacity (vLLM's CPU build) read 1.5 s for two intervals, 24
 times the TPOT before and after it, and the limit, halved, held highs in the queue for 10 s while
 the engine decoded at 0.07-0.08 s.
+
+An interval read over the target grows nothing, whatever the smoothed figure says: a fresh server
+stepped to 5x capacity on llama.cpp read 0.03 s while most of its 18 admitted still prefilled,
+then 0.13 s twice with 22 decoding, and the smoothed 0.046 s grew the limit to 31, every high
+then decoding at 0.2-0.3 s.
 """
 
 from __future__ import annotations
@@ -102,6 +107,7 @@ class ConcurrencyLimit:
         if tpot_s is None or running <= 0:
             self._stalls.append(False)  # an idle interval ages the memory too
             return self.value
+        read_s = tpot_s
         stalled = self.tpot_s is not None and tpot_s > _STALL * self.tpot_s
         recent = any(self._stalls)
         self._stalls.append(stalled)
@@ -119,7 +125,7 @@ class ConcurrencyLimit:
             return self.value
         if tpot > self.target_s:
             self._limit += _STEP_DOWN * (min(self.knee(running, tpot), self._limit) - self._limit)
-        elif busy:
+        elif busy and read_s <= self.target_s:  # the smoothed figure lags: an interval over it is no room
             knee = min(self.knee_from_alone(running, tpot), running * _MAX_GROWTH + 1)
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))

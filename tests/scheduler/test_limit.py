@@ -98,6 +98,20 @@ def test_a_stall_counts_only_when_the_next_reading_confirms_it_and_then_at_three
     assert limit.value >= 0.6 * before[0]
 
 
+def test_an_interval_read_over_the_target_never_grows_the_limit():
+    """A fresh server stepped to 5x capacity on llama.cpp: TPOT read 0.03 s while most of the 18
+    admitted still prefilled, then 0.126 s twice with 22 decoding. Counted at three times the
+    smoothed figure, the confirmed stall still left that figure under the target, and the limit
+    grew from 18 to 31 while every high decoded at 0.2-0.3 s."""
+    limit = ConcurrencyLimit(LimitConfig(initial=18), OBJECTIVE, upper=64)
+    limit.update(0.029, 3)
+    limit.update(0.029, 3)
+    before = limit.value
+    limit.update(0.126, 22)  # a lone stall, so far
+    limit.update(0.126, 22)  # confirmed
+    assert limit.tpot_s < TARGET and limit.value <= before
+
+
 def test_stalls_every_other_interval_are_the_engines_pace_not_lone_stalls():
     """Prefill-heavy intervals between clean ones, as at a step to 5x capacity: read each time,
     the limit falls; dropped as lone, it grew on the clean ones alone."""
