@@ -10,6 +10,15 @@ import httpx
 from tests.conftest import live_server
 
 
+def synced(live, name: str, kind: str, at_least: int, timeout_s: float = 10) -> None:
+    """Waits until this gateway reads `at_least` of `kind` for `name` from Redis (a sync or more)."""
+    tally = live.services.pipeline.limiter.shared
+    deadline = time.monotonic() + timeout_s
+    while tally.used(name, kind, 0) < at_least:
+        assert time.monotonic() < deadline, f"{kind} never reached {at_least}"
+        time.sleep(0.02)
+
+
 def ask(url: str, key: str) -> httpx.Response:
     return httpx.post(
         url + "/v1/chat/completions",
@@ -29,10 +38,10 @@ def test_rpm_holds_across_gateways(redis_url: str) -> None:
     )
     with live_server(*settings) as a, live_server(*settings) as b:
         assert ask(a.url, key).status_code == 200 and ask(a.url, key).status_code == 200
-        time.sleep(0.3)  # a few syncs
+        synced(b, name, "requests", 2)
         third = ask(b.url, key)
         assert third.status_code == 200 and third.headers["x-ratelimit-remaining-requests"] == "0"
-        time.sleep(0.3)
+        synced(a, name, "requests", 3)
         refused = ask(a.url, key)
         assert refused.status_code == 429 and "3 requests per minute" in refused.json()["error"]["message"]
         assert ask(b.url, key).status_code == 429
@@ -60,16 +69,21 @@ def test_usage_counts_every_gateway(redis_url: str) -> None:
     def usage(url: str) -> dict:
         r = httpx.get(url + "/v1/usage", headers={"Authorization": f"Bearer {key}"}, timeout=10)
         assert r.status_code == 200
-        return next(row for row in r.json()["data"] if row["caller"] == name)
+        return next((row for row in r.json()["data"] if row["caller"] == name), {"requests": 0})
+
+    def usage_once(url: str, requests: int, timeout_s: float = 10) -> dict:
+        """The row once it counts `requests` (a sync or more), or as it stands at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        while (row := usage(url))["requests"] < requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return row
 
     with live_server(*settings) as a, live_server(*settings) as b:
         answers = [ask(a.url, key), ask(b.url, key)]
         assert all(r.status_code == 200 for r in answers)
         tokens = sum(r.json()["usage"]["completion_tokens"] for r in answers)
-        time.sleep(0.4)  # a few syncs
         for gateway in (a, b):
-            row = usage(gateway.url)
+            row = usage_once(gateway.url, 2)
             assert row["requests"] == 2 and row["completion_tokens"] == tokens
     with live_server(*settings) as restarted:  # the figures outlive the gateways
-        time.sleep(0.3)
-        assert usage(restarted.url)["requests"] == 2
+        assert usage_once(restarted.url, 2)["requests"] == 2

@@ -40,14 +40,15 @@ def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 def test_requests_go_to_the_least_loaded_upstream_and_carry_their_class() -> None:
     with running(FakeUpstream("a", running=20), FakeUpstream("b")) as (a, b), gateway(a, b) as live:
         assert httpx.get(live.url + "/v1/models", timeout=10).json()["data"][0]["id"] == "fake-model"
-        time.sleep(0.3)  # a metrics reading or two
+        upstreams = live.services.engine.pool.upstreams
+        eventually(lambda: upstreams[0].running == 20)  # a metrics reading
         answers = [ask(live, f"question {i}", **{"X-Priority": cls}) for i, cls in enumerate(("high", "low", "medium"))]
         assert all(r.status_code == 200 for r in answers) and not a.bodies and len(b.bodies) == 3
         assert answers[0].json()["choices"][0]["message"]["content"].startswith("b0 b1")
         assert [body["priority"] for body in b.bodies] == [0, 2, 1]  # vLLM's order: lower runs first
         assert b.bodies[0]["stream"] and b.bodies[0]["max_tokens"] == 5
         b.running = 60
-        time.sleep(0.3)
+        eventually(lambda: upstreams[1].running == 60)
         assert ask(live, "another").status_code == 200 and len(a.bodies) == 1
         usage = ask(live, "counted").json()["usage"]
         assert usage["completion_tokens"] == 5
@@ -56,7 +57,7 @@ def test_requests_go_to_the_least_loaded_upstream_and_carry_their_class() -> Non
 def test_a_failure_before_the_first_token_is_retried_elsewhere_and_the_upstream_ejected() -> None:
     a, b = FakeUpstream("a", status=503, models_status=503), FakeUpstream("b", running=10)
     with running(a, b), gateway(a, b) as live:
-        time.sleep(0.3)
+        eventually(lambda: live.services.engine.pool.upstreams[1].running == 10)
         for i in range(3):
             answer = ask(live, f"question {i}")
             assert answer.status_code == 200 and "b0" in answer.json()["choices"][0]["message"]["content"]
@@ -65,7 +66,7 @@ def test_a_failure_before_the_first_token_is_retried_elsewhere_and_the_upstream_
         a.status = a.models_status = 200
         eventually(lambda: engine.pool.upstreams[0].healthy)  # the health check brings it back
         b.running = 60
-        time.sleep(0.3)
+        eventually(lambda: engine.pool.upstreams[1].running == 60)
         assert "a0" in ask(live, "now a").json()["choices"][0]["message"]["content"]
 
 

@@ -5,8 +5,11 @@ and a `kill -9` that loses no more than the last second."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import sys
 import time
+from contextlib import closing
+from pathlib import Path
 
 import httpx
 
@@ -110,6 +113,17 @@ def test_the_usage_api_answers_admins_in_openais_shape(tmp_path) -> None:
         assert bad.status_code == 400 and bad.json()["error"]["param"] == "group_by"
 
 
+def flushed(path: Path, tokens: int, timeout_s: float = 30) -> None:
+    """Waits until the usage file holds `tokens` (the app flushes on an interval, not per request)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with closing(sqlite3.connect(path)) as db:
+            held = db.execute("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage").fetchone()[0]
+        if held >= tokens or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
 def test_kill_9_keeps_usage_and_the_daily_quota(tmp_path) -> None:
     port = free_port()
     keys = "server.keys=[{name: alice, key: sk-alice-0001, daily_tokens: 200}]"
@@ -148,7 +162,7 @@ def test_kill_9_keeps_usage_and_the_daily_quota(tmp_path) -> None:
             while (got := client.post("/v1/chat/completions", json=body)).status_code == 200:
                 spent += got.json()["usage"]["total_tokens"]
             assert got.json()["error"]["code"] == "insufficient_quota" and spent > 150
-            time.sleep(1.5)  # one flush interval and more
+            flushed(tmp_path / "u.sqlite3", spent)  # a flush interval or more
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         proc = start_app(args, url)

@@ -330,10 +330,10 @@ def test_stop_ends_the_generation(make_ui_server: Callable, open_page: Callable,
     shot(page, "streaming")
     page.locator("#stop").click()
     started = time.monotonic()
-    status = live.wait_for(lambda s: s["running"] == 0, timeout=3)
+    status = live.wait_for(lambda s: s["running"] == 0, timeout=8)  # the whole answer takes 10 s
     took = time.monotonic() - started
     assert status["engine"]["running"] == 0 and status["waiting_total"] == 0, status
-    wait_until(lambda: live.services.engine.stats().running == 0, timeout=2, what="the engine to stop")
+    wait_until(lambda: live.services.engine.stats().running == 0, timeout=8, what="the engine to stop")
     stopped = settled_text(page)  # updates already on their way may still land on a slow machine
     time.sleep(1.0)
     assert bot_text(page) == stopped, "the text kept growing after stop"
@@ -341,7 +341,7 @@ def test_stop_ends_the_generation(make_ui_server: Callable, open_page: Callable,
     assert live.services.engine.stats().running == 0
     expect(page.locator("#answer-info")).not_to_contain_text("class")
     shot(page, "stopped")
-    assert took < 3
+    assert took < 8
 
 
 def test_apply_concurrency_limit(make_ui_server: Callable, open_page: Callable, shot: Callable) -> None:
