@@ -259,10 +259,14 @@ class BatchStore:
         return [Line(batch_id, row[0], row[1], row[2]) for row in rows[:limit]]
 
     async def finish_line(self, batch_id: str, line: int, state: str, result: dict) -> None:
+        """A line's answer, kept only while its batch is unfinished: one that ended meanwhile (given
+        up, expired, cancelled) has its files and counts already and its rows cleared."""
+        marks = ", ".join("?" * len(UNFINISHED))
         async with self._file.transaction() as db:
             await db.execute(
-                "UPDATE lines SET state = ?, result = ? WHERE batch_id = ? AND line = ? AND state = ?",
-                (state, json.dumps(result), batch_id, line, PENDING),
+                "UPDATE lines SET state = ?, result = ? WHERE batch_id = ? AND line = ? AND state = ? AND "
+                f"EXISTS (SELECT 1 FROM batches WHERE id = ? AND status IN ({marks}))",
+                (state, json.dumps(result), batch_id, line, PENDING, batch_id, *UNFINISHED),
             )
 
     async def fail_pending(self, batch_id: str, result: Callable[[str], dict]) -> None:

@@ -28,6 +28,25 @@ async def test_an_ended_batch_keeps_its_counts_and_drops_what_its_files_hold(tmp
         await store.close()
 
 
+async def test_a_line_that_ends_after_its_batch_writes_nothing(tmp_path):
+    """A batch given up as failed while a line still ran: its answer must not refill the cleared rows."""
+    path = tmp_path / "b.sqlite3"
+    store = BatchStore(str(path), max_files=10, max_bytes=10**6, max_batches=10, retention_s=3600)
+    await store.open()
+    try:
+        state = {"id": "batch_1", "status": "validating"}
+        await store.put_batch("alice", "", state)
+        lines = [Line("batch_1", n, f"req-{n}", '{"messages": "hi"}') for n in (1, 2)]
+        await store.update_batch({**state, "status": "in_progress"}, "validating", lines=lines)
+        await store.finish_line("batch_1", 1, DONE, {"answer": "kept"})
+        assert await store.update_batch({**state, "status": "failed"}, "in_progress")
+        await store.finish_line("batch_1", 2, DONE, {"answer": "y" * 10_000})
+        assert _stored(path) == 0
+        assert await store.counts("batch_1") == {DONE: 1, "pending": 1}
+    finally:
+        await store.close()
+
+
 def _stored(path) -> int:
     with closing(sqlite3.connect(path)) as db:
         return db.execute("SELECT COALESCE(SUM(LENGTH(body) + COALESCE(LENGTH(result), 0)), 0) FROM lines").fetchone()[
