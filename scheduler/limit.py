@@ -28,9 +28,9 @@ times the TPOT before and after it, and the limit, halved, held highs in the que
 the engine decoded at 0.07-0.08 s.
 
 An interval read over the target grows nothing, whatever the smoothed figure says: a fresh server
-stepped to 5x capacity on llama.cpp read 0.03 s while most of its 18 admitted still prefilled,
-then 0.13 s twice with 22 decoding, and the smoothed 0.046 s grew the limit to 31, every high
-then decoding at 0.2-0.3 s.
+stepped to 5x capacity on llama.cpp read 0.03-0.05 s with 4-10 running, then 0.13 s with 22 (a
+stall, then a confirmed one), the smoothed figure stayed at 0.046 s, and the limit grew from 18
+to 31, every high then decoding at 0.2-0.3 s.
 """
 
 from __future__ import annotations

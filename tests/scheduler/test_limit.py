@@ -99,10 +99,10 @@ def test_a_stall_counts_only_when_the_next_reading_confirms_it_and_then_at_three
 
 
 def test_an_interval_read_over_the_target_never_grows_the_limit():
-    """A fresh server stepped to 5x capacity on llama.cpp: TPOT read 0.03 s while most of the 18
-    admitted still prefilled, then 0.126 s twice with 22 decoding. Counted at three times the
-    smoothed figure, the confirmed stall still left that figure under the target, and the limit
-    grew from 18 to 31 while every high decoded at 0.2-0.3 s."""
+    """A fresh server stepped to 5x capacity on llama.cpp: TPOT read 0.03 s with a few running,
+    then 0.126 s twice with 22. Counted at three times the smoothed figure, the confirmed stall
+    still left that figure under the target, and the limit grew from 18 to 31 while every high
+    decoded at 0.2-0.3 s."""
     limit = ConcurrencyLimit(LimitConfig(initial=18), OBJECTIVE, upper=64)
     limit.update(0.029, 3)
     limit.update(0.029, 3)
