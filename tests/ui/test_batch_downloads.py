@@ -6,7 +6,7 @@ import stat
 
 from batches.store import BatchStore
 from pipeline.caller import Caller
-from ui.batch.api_jobs import download
+from ui.batch.api_jobs import cancel, download
 
 
 async def test_a_jobs_output_is_written_once_privately_and_only_for_its_owner(tmp_path):
@@ -29,5 +29,8 @@ async def _written_once(store: BatchStore, root) -> None:
     assert stat.S_IMODE(paths[0].stat().st_mode) == 0o600 and stat.S_IMODE(paths[0].parent.stat().st_mode) == 0o700
     assert await download(store, Caller("bob"), "batch_1", "output", root) is None
     assert await download(store, alice, "batch_1", "error", root) is None  # no error file: none made
+    assert await download(store, alice, None, "output", root) is None  # a Textbox may send null
+    assert await cancel(store, None, alice, None) == "no such batch"  # type: ignore[arg-type]  # no runner reached
     assert await store.delete_file(output.id, "alice")
     assert await download(store, alice, "batch_1", "output", root) is None  # deleted: not from its copy
+    assert not paths[0].parent.exists()  # nor from its link: Gradio serves what its cache holds

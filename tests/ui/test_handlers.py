@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import tracemalloc
 
 import pytest
 
@@ -177,6 +178,20 @@ def test_batch_input_splits_files_as_text_and_names_what_it_cannot_take(tmp_path
     jsonl.write_text("[" * 200_000 + "\n")
     with pytest.raises(BatchInputError, match="line 1 is not valid JSON"):
         parse_prompts("", jsonl)
+
+
+def test_batch_input_splits_a_long_line_one_prompt_at_a_time(tmp_path):
+    """A 6 MB line of form feeds: split whole, its two million parts took 125 MB before the count."""
+    txt = tmp_path / "p.txt"
+    txt.write_text("ab\x0c" * 2_000_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BatchInputError, match="more than"):
+            parse_prompts("", txt)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40_000_000
 
 
 async def test_operator_limits_are_validated_and_live():

@@ -9,6 +9,7 @@ import hmac
 import json
 import os
 import secrets
+import shutil
 from pathlib import Path
 
 from batches import shapes
@@ -91,8 +92,8 @@ def bar(done: int, total: int, width: int = 20) -> str:
     return f"{'█' * filled}{'░' * (width - filled)} {done}/{total}"
 
 
-async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_id: str) -> str:
-    state = await store.cancel(batch_id.strip(), caller.name)
+async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_id: str | None) -> str:
+    state = await store.cancel((batch_id or "").strip(), caller.name)
     if state is None:
         return "no such batch"
     if state["status"] == "cancelling":
@@ -100,18 +101,22 @@ async def cancel(store: BatchStore, runner: BatchRunner, caller: Caller, batch_i
     return state["status"]
 
 
-async def download(store: BatchStore, caller: Caller, batch_id: str, which: str, root: Path) -> Path | None:
+async def download(store: BatchStore, caller: Caller, batch_id: str | None, which: str, root: Path) -> Path | None:
     """The batch's output or error file, written 0600 to a 0700 folder of its own inside `root` (the
     page's Gradio cache) for the page to serve (none is made for a job that has no such file, as
     while its id is being typed). Written once: the folder's name is a per-process key's digest of
     the caller and the file (no other request can predict it), so the next call finds it; a copy per
-    call left a folder per poll on disk."""
-    state = await store.batch(batch_id.strip(), caller.name)
+    call left a folder per poll on disk. A file deleted since takes its copy with it: Gradio serves
+    whatever is in its cache to whoever holds the link."""
+    state = await store.batch((batch_id or "").strip(), caller.name)
     file_id = state.get(f"{which}_file_id") if state is not None else None
-    if state is None or not file_id or await store.file(file_id, caller.name) is None:
-        return None  # a file deleted since is not handed out again from its copy
+    if state is None or not file_id:
+        return None
     digest = hmac.new(_FOLDER_KEY, f"{caller.name}\0{file_id}".encode(), hashlib.sha256).hexdigest()[:32]
     path = Path(root) / f"gptoss-job-{digest}" / f"{state['id']}-{which}.jsonl"
+    if await store.file(file_id, caller.name) is None:
+        shutil.rmtree(path.parent, ignore_errors=True)
+        return None
     if path.exists():
         return path
     content = await store.content(file_id, caller.name)

@@ -191,13 +191,13 @@ class _JobHandlers:
     async def listed(self, request: gr.Request) -> list[list]:
         return await api_jobs.rows(self.page.services.batches, self.page.caller_of(request))
 
-    async def cancel_job(self, batch_id: str, language: str, request: gr.Request) -> tuple:
+    async def cancel_job(self, batch_id: str | None, language: str, request: gr.Request) -> tuple:
         caller = self.page.caller_of(request)
         store, runner = self._store_and_runner()
         state = await api_jobs.cancel(store, runner, caller, batch_id)
         return message(code_of(language), "job_state", state=state), await api_jobs.rows(store, caller)
 
-    async def files(self, batch_id: str, request: gr.Request) -> tuple:
+    async def files(self, batch_id: str | None, request: gr.Request) -> tuple:
         """The job's answers and errors behind the two buttons, once it has them."""
         caller = self.page.caller_of(request)
         root = Path(get_upload_folder())
