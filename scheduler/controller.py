@@ -78,10 +78,10 @@ class Controller:
         """One step of the adaptive running limit, from the TPOT measured since the last step."""
         s = self.state
         tpot, running = s.pace.take()
-        if tpot is not None and running > 0:
-            s.tpot_line.add(running, tpot)
         before = s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded
         s.admission.max_concurrency = s.limit.update(tpot, running)
+        if s.limit.counted_s is not None:  # a stall is no point on the line
+            s.tpot_line.add(running, s.limit.counted_s)
         fit = s.tpot_line.fit()
         s.admission.unbounded = s.demand.served_on_time(fit, s.limit.target_s)
         s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)

@@ -55,9 +55,14 @@ def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> Sche
     return SchedulerError(
         Outcome.WAIT_LIMIT,
         f"the queue would hold this {request.priority.value}-priority request "
-        f"about {wait_s:.0f} s, past its limit of {limit_s:.3g} s; retry later",
+        f"about {_seconds(wait_s)} s, past its limit of {limit_s:.3g} s; retry later",
         retry_after(wait_s - limit_s),
     )
+
+
+def _seconds(wait_s: float) -> str:
+    """Tenths under 10 s: a refusal a fraction of a second past a sub-second limit said `about 0 s`."""
+    return f"{wait_s:.1f}" if wait_s < 10 else f"{wait_s:.0f}"
 
 
 def queue_room(max_queue_size: int, priority: PriorityClass, high_reserve: float) -> int:

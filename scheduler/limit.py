@@ -31,6 +31,11 @@ An interval read over the target grows nothing, whatever the smoothed figure say
 stepped to 5x capacity on llama.cpp read 0.03-0.05 s with 4-10 running, then 0.13 s with 22 (a
 stall, then a confirmed one), the smoothed figure stayed at 0.046 s, and the limit grew from 18
 to 31, every high then decoding at 0.2-0.3 s.
+
+A fresh limit's first reading waits for a second, and starts from the lower of the two: llama.cpp's
+first interval after start read 2.57 s with 4 running (its first steps warm it up), then 0.02-0.09,
+and taken at once it cut the limit from 16 to 1 within six seconds at light load. The readings
+that were no stall (`counted_s`) are what the TPOT line is fitted to (scheduler/tpot_line.py).
 """
 
 from __future__ import annotations
@@ -68,6 +73,8 @@ class ConcurrencyLimit:
         self.upper = max(1, upper)
         self._limit = float(min(config.initial, self.upper)) if config.adaptive else float(self.upper)
         self.tpot_s: float | None = None
+        self.counted_s: float | None = None  # the last interval's reading, None if it was a stall
+        self._first_s: float | None = None
         self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
         self._spread: deque[float] = deque(maxlen=_RECENT)
@@ -104,17 +111,29 @@ class ConcurrencyLimit:
     def update(self, tpot_s: float | None, running: float) -> int:
         """One control step from the TPOT measured over the last interval with `running` sequences
         (mean over the interval); no reading (nothing decoded) leaves the limit where it is."""
+        self.counted_s = None
+        self._step(tpot_s, running)
+        return self.value
+
+    def _step(self, tpot_s: float | None, running: float) -> None:
         if tpot_s is None or running <= 0:
             self._stalls.append(False)  # an idle interval ages the memory too
-            return self.value
+            return
+        if self.tpot_s is None and self._first_s is None:
+            self._first_s = tpot_s  # one reading is no pace: a fresh engine's first steps warm it up
+            return
+        if self.tpot_s is None and self._first_s is not None:
+            self.tpot_s = min(self._first_s, tpot_s)
         read_s = tpot_s
         stalled = self.tpot_s is not None and tpot_s > _STALL * self.tpot_s
         recent = any(self._stalls)
         self._stalls.append(stalled)
         if stalled and self.tpot_s is not None:
             if not recent:
-                return self.value  # a lone stall, so far
+                return  # a lone stall, so far
             tpot_s = _STALL * self.tpot_s  # confirmed: a step, counted at most at the threshold
+        else:
+            self.counted_s = tpot_s
         tpot = self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
         if running <= _ALONE:  # the reading itself: the smoothed figure still carries the larger batch before
             self._alone.append(tpot_s)
@@ -122,14 +141,13 @@ class ConcurrencyLimit:
         if busy:
             self._trim()
         if not self.config.adaptive or abs(self.target_s / max(tpot, 1e-6) - 1) <= _DEADBAND:
-            return self.value
+            return
         if tpot > self.target_s:
             self._limit += _STEP_DOWN * (min(self.knee(running, tpot), self._limit) - self._limit)
         elif busy and read_s <= self.target_s:  # the smoothed figure lags: an interval over it is no room
             knee = min(self.knee_from_alone(running, tpot), running * _MAX_GROWTH + 1)
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))
-        return self.value
 
     def knee(self, running: float, tpot_s: float) -> float:
         """Where the line through this reading and the origin reaches the set point: short of the

@@ -9,7 +9,11 @@ overload every reading is at about the running limit, where prefills spread TPOT
 counts do: on vLLM's CPU build at 5x capacity the fit drifted from 0.03 + 0.004 n to
 0.09 + 0.0001 n within a minute and read that the engine runs 433 sequences within 1.5 times the
 set point (scheduler/demand.py); in another run, as the surge ended, 49 queued lows started
-against a running limit of 10 and 39 of them were then suspended."""
+against a running limit of 10 and 39 of them were then suspended.
+
+Fed only the readings the running limit took for no stall (scheduler/limit.py): least squares
+weighs a reading by its square, and one stall (2.57 s with 4 running, as llama.cpp's first interval
+read) fitted -1.0 + 0.6 n, which held every burst to one sequence for a minute."""
 
 from __future__ import annotations
 

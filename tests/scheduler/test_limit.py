@@ -84,8 +84,22 @@ def test_a_machine_that_slows_to_the_objective_under_load_keeps_a_handful_runnin
 
 def test_a_slow_reading_with_a_few_running_does_not_lift_a_limit_with_room():
     limit = ConcurrencyLimit(LimitConfig(initial=20), OBJECTIVE, upper=512)
-    limit.update(0.085, 3)  # light load while requests arrive: their prefills slow the few running
+    for _ in range(2):
+        limit.update(0.085, 3)  # light load while requests arrive: their prefills slow the few running
     assert limit.alone_s == 0.085 and limit.target_s == limit.set_point_s
+
+
+def test_a_fresh_engines_first_slow_reading_waits_for_a_second():
+    """llama.cpp's first interval after start read 2.57 s with 4 running, then 0.09 and 0.02 s:
+    taken at once it cut the limit from 16 to 1 in six seconds, and the TPOT line fitted through
+    it (-1.0 + 0.6 n) held every burst to one sequence for a minute."""
+    limit = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=64)
+    assert limit.update(2.57, 4) == 16 and limit.tpot_s is None and limit.counted_s is None
+    limit.update(0.09, 3.2)
+    assert limit.tpot_s == pytest.approx(0.09) and limit.counted_s == pytest.approx(0.09)
+    for _ in range(4):
+        limit.update(0.024, 3)
+    assert limit.value >= 14
 
 
 def test_a_stall_counts_only_when_the_next_reading_confirms_it_and_then_at_three_times_at_most():
@@ -93,7 +107,9 @@ def test_a_stall_counts_only_when_the_next_reading_confirms_it_and_then_at_three
     run(limit, 0.06, 0.0, steps=10)
     before = limit.value, limit.tpot_s
     assert limit.update(1.5, 16) == before[0] and limit.tpot_s == before[1]  # a lone stall: not read
+    assert limit.counted_s is None  # nor put on the TPOT line
     limit.update(1.5, 16)  # confirmed: a burst of prompts prefilling across two intervals
+    assert limit.counted_s is None  # a step for the limit, prompts' prefills for the line
     assert limit.tpot_s == pytest.approx(before[1] + 0.3 * 2 * before[1])  # read as three times, not 25
     assert limit.value >= 0.6 * before[0]
 

@@ -500,6 +500,18 @@ async def test_background_work_never_waits_in_the_queue():
     await stop(sched)
 
 
+async def test_a_stall_the_running_limit_holds_back_is_no_point_on_the_tpot_line():
+    """llama.cpp's first interval after start, then its pace: fitted through the first, the line
+    read -1.0 + 0.55 n and held every burst to one sequence."""
+    sched = await started(slots=20, clock=FakeClock(), limit=LimitConfig(initial=16))
+    for tpot_s, running in ((2.57, 4), (0.09, 3), (0.024, 3), (0.008, 1), (0.012, 2), (0.017, 2), (0.025, 3)):
+        sched.state.pace.record(tpot_s, 1, running)
+        sched.adjust_limit()
+    line = sched.state.tpot_line.fit()
+    assert line is not None and line[1] < 0.05 and sched.admission.max_concurrency >= 8
+    await stop(sched)
+
+
 async def test_while_the_engine_alone_would_serve_the_load_on_time_the_limit_holds_nothing_back():
     clock = FakeClock()
     sched = await started(slots=20, latency_ms=20, clock=clock, limit=LimitConfig(initial=4))

@@ -243,7 +243,11 @@ def test_pressure_enters_and_leaves_emergency():
 
 def test_a_refusal_names_a_limit_left_by_the_first_token_in_plain_seconds():
     refusal = wait_refusal(make_request(P.HIGH), 2.0, 1.0 - 0.316851)  # slo.ttft_s less a start's first token
-    assert refusal is not None and "about 2 s, past its limit of 0.683 s" in refusal.message
+    assert refusal is not None and "about 2.0 s, past its limit of 0.683 s" in refusal.message
+    refusal = wait_refusal(make_request(P.HIGH), 0.49, 0.465)
+    assert refusal is not None and "about 0.5 s, past its limit of 0.465 s" in refusal.message
+    refusal = wait_refusal(make_request(P.LOW), 45.4, 30.0)
+    assert refusal is not None and "about 45 s" in refusal.message
     assert wait_refusal(make_request(P.HIGH), 0.5, 0.683149) is None
 
 
