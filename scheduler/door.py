@@ -55,14 +55,16 @@ def wait_refusal(request: Request, wait_s: float | None, limit_s: float) -> Sche
     return SchedulerError(
         Outcome.WAIT_LIMIT,
         f"the queue would hold this {request.priority.value}-priority request "
-        f"about {_seconds(wait_s)} s, past its limit of {limit_s:.3g} s; retry later",
+        f"about {_seconds(wait_s, limit_s)} s, past its limit of {limit_s:.3g} s; retry later",
         retry_after(wait_s - limit_s),
     )
 
 
-def _seconds(wait_s: float) -> str:
-    """Tenths under 10 s: a refusal a fraction of a second past a sub-second limit said `about 0 s`."""
-    return f"{wait_s:.1f}" if wait_s < 10 else f"{wait_s:.0f}"
+def _seconds(wait_s: float, limit_s: float) -> str:
+    """Whole seconds where they say more than the limit, else tenths: refusals read "about 0 s,
+    past its limit of 0.465 s" and "about 20 s, past its limit of 20 s"."""
+    whole = f"{wait_s:.0f}"
+    return whole if wait_s >= 10 and float(whole) > limit_s else f"{wait_s:.1f}"
 
 
 def queue_room(max_queue_size: int, priority: PriorityClass, high_reserve: float) -> int:

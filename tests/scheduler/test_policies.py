@@ -248,6 +248,8 @@ def test_a_refusal_names_a_limit_left_by_the_first_token_in_plain_seconds():
     assert refusal is not None and "about 0.5 s, past its limit of 0.465 s" in refusal.message
     refusal = wait_refusal(make_request(P.LOW), 45.4, 30.0)
     assert refusal is not None and "about 45 s" in refusal.message
+    refusal = wait_refusal(make_request(P.LOW), 20.4, 20.0)
+    assert refusal is not None and "about 20.4 s, past its limit of 20 s" in refusal.message
     assert wait_refusal(make_request(P.HIGH), 0.5, 0.683149) is None
 
 
