@@ -79,7 +79,7 @@ class Controller:
         s = self.state
         tpot, running = s.pace.take()
         before = s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded
-        s.admission.max_concurrency = s.limit.update(tpot, running)
+        s.admission.max_concurrency = s.limit.update(tpot, running, s.pace.seen_s)
         if s.limit.counted_s is not None:  # a stall is no point on the line
             s.tpot_line.add(running, s.limit.counted_s)
         fit = s.tpot_line.fit()

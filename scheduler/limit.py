@@ -32,6 +32,15 @@ stepped to 5x capacity on llama.cpp read 0.03-0.05 s with 4-10 running, then 0.1
 stall, then a confirmed one), the smoothed figure stayed at 0.046 s, and the limit grew from 18
 to 31, every high then decoding at 0.2-0.3 s.
 
+What clients saw bounds it too: the readings leave out the gaps a prefill stretched, and on
+llama.cpp (about 0.2 s a prompt on 2 cores) at 1x they read 0.05-0.07 s with 9-12 running while
+every gap read 0.09-0.16 s; the limit kept 16 or grew, and a step to 1.5x started that many, none
+of the step's first requests then decoding on time. So while every gap reads over the objective
+and the batch fills a good part of the limit, it shrinks towards running x objective / that TPOT,
+and it grows only while every gap reads within the objective (the target instead, where the floor
+below lifts it past the objective). Not at light load: a few prompts beside a few sequences are
+not the batch's doing.
+
 A fresh limit's first reading waits for a second, and starts from the lower of the two: llama.cpp's
 first interval after start read 2.57 s with 4 running (its first steps warm it up), then 0.02-0.09,
 and taken at once it cut the limit from 16 to 1 within six seconds at light load. The readings
@@ -108,14 +117,15 @@ class ConcurrencyLimit:
         if batch_tpot_s > 0:
             self._spread.append(tpot_s / batch_tpot_s)
 
-    def update(self, tpot_s: float | None, running: float) -> int:
+    def update(self, tpot_s: float | None, running: float, seen_s: float | None = None) -> int:
         """One control step from the TPOT measured over the last interval with `running` sequences
-        (mean over the interval); no reading (nothing decoded) leaves the limit where it is."""
+        (mean over the interval); no reading (nothing decoded) leaves the limit where it is.
+        `seen_s`: the same interval's TPOT with prefills' gaps in, what clients saw."""
         self.counted_s = None
-        self._step(tpot_s, running)
+        self._step(tpot_s, running, seen_s)
         return self.value
 
-    def _step(self, tpot_s: float | None, running: float) -> None:
+    def _step(self, tpot_s: float | None, running: float, seen_s: float | None) -> None:
         if tpot_s is None or running <= 0:
             self._stalls.append(False)  # an idle interval ages the memory too
             return
@@ -140,11 +150,16 @@ class ConcurrencyLimit:
         busy = running >= _BUSY * self._limit
         if busy:
             self._trim()
-        if not self.config.adaptive or abs(self.target_s / max(tpot, 1e-6) - 1) <= _DEADBAND:
+        seen_bound = max(self.objective_s, self.target_s)  # an engine too slow alone keeps its floor
+        seen_over = busy and seen_s is not None and seen_s > seen_bound * (1 + _DEADBAND)
+        if not self.config.adaptive or (abs(self.target_s / max(tpot, 1e-6) - 1) <= _DEADBAND and not seen_over):
             return
-        if tpot > self.target_s:
-            self._limit += _STEP_DOWN * (min(self.knee(running, tpot), self._limit) - self._limit)
-        elif busy and read_s <= self.target_s:  # the smoothed figure lags: an interval over it is no room
+        if tpot > self.target_s or seen_over:
+            knee = self.knee(running, tpot)
+            if seen_over and seen_s is not None:
+                knee = min(knee, running * seen_bound / seen_s)
+            self._limit += _STEP_DOWN * (min(knee, self._limit) - self._limit)
+        elif busy and read_s <= self.target_s and (seen_s is None or seen_s <= seen_bound):
             knee = min(self.knee_from_alone(running, tpot), running * _MAX_GROWTH + 1)
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))

@@ -7,7 +7,8 @@ whatever the batch, so on an engine whose prefill is slow next to a decode step 
 0.2-0.3 s per prompt against 30-100 ms a step) those gaps said "too many running" when cutting the
 batch only queued work without making the next prefill shorter. What prefills add to the TPOT
 clients see is left to the set point, which is trimmed by each request's own TPOT over the batch's
-prefill-free TPOT during its life.
+prefill-free TPOT during its life, and to `seen_s`, the interval over every gap, which bounds the
+limit only while the batch fills it (scheduler/limit.py).
 
 vLLM hands a step's outputs to its decoding sequences before the new ones, so there the gap a
 prefill stretched is read as clean and the clean one after it as stalled. Judged by the step
@@ -57,6 +58,7 @@ class TokenPace:
         self._all, self._clean = _Sums(), _Sums()
         self._total: tuple[float, int] = (0.0, 0)
         self._held = 0
+        self.seen_s: float | None = None  # the last interval's TPOT over every gap, prefills' too: what clients saw
 
     def record(self, gap_s: float, tokens: int, running: int, during_prefill: bool = False) -> None:
         if tokens <= 0:
@@ -78,6 +80,8 @@ class TokenPace:
     def take(self) -> tuple[float | None, float]:
         """(token-weighted mean TPOT or None, mean running sequences), over the prefill-free gaps;
         None when nothing was decoded, or while prefills leave too few such gaps."""
+        seen = self._all
+        self.seen_s = seen.seconds / seen.tokens if seen.tokens else None
         sums, self._all, self._clean = self._reading(), _Sums(), _Sums()
         if sums is None:
             return None, 0.0

@@ -50,6 +50,31 @@ def test_never_passes_the_upper_bound_and_starts_below_it():
     assert ConcurrencyLimit(LimitConfig(initial=8), OBJECTIVE, upper=3).value == 3
 
 
+def test_what_clients_saw_over_the_objective_cuts_a_busy_limit_and_stops_its_growth():
+    """llama.cpp at 1x: the prefill-free gaps read 0.05-0.07 s with 9-12 running while every gap,
+    what clients saw, read 0.09-0.16 s; the limit kept 16 or grew, and at a step to 1.5x lows
+    filled it and decoded past the objective."""
+    clean, seen = (ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=64) for _ in range(2))
+    for limit in (clean, seen):
+        for _ in range(2):
+            limit.update(0.016, 2)  # alone
+    for _ in range(6):
+        clean.update(0.05, 10)
+        seen.update(0.05, 10, seen_s=0.14)
+    assert clean.value > 16  # the clean gaps alone read room
+    assert 7 <= seen.value < 16  # towards 10 x 0.1 / 0.14
+    light = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=64)
+    for _ in range(6):
+        light.update(0.03, 3, seen_s=0.4)  # a few prompts at light load: not the batch's doing
+    assert light.value == 16
+    slow = ConcurrencyLimit(LimitConfig(initial=16), OBJECTIVE, upper=512)
+    for _ in range(60):  # 0.21 s a token alone, prefills adding a fifth: the objective is out of reach
+        running = slow.value
+        tpot = 0.2 + 0.01 * running
+        slow.update(tpot, running, seen_s=1.2 * tpot)
+    assert slow.value >= 4  # cut, not starved to one sequence
+
+
 def test_does_not_grow_while_the_load_leaves_the_limit_unused():
     limit = ConcurrencyLimit(LimitConfig(initial=20), OBJECTIVE, upper=512)
     run(limit, 0.03, 0.0001, steps=20, demand=3)
@@ -100,6 +125,15 @@ def test_a_fresh_engines_first_slow_reading_waits_for_a_second():
     for _ in range(4):
         limit.update(0.024, 3)
     assert limit.value >= 14
+
+
+def test_the_pace_also_reads_every_gap_as_clients_saw_it():
+    pace = TokenPace()
+    pace.record(0.05, 1, 8)
+    pace.record(0.25, 1, 8, during_prefill=True)
+    assert pace.take()[0] == pytest.approx(0.05) and pace.seen_s == pytest.approx(0.15)
+    pace.take()
+    assert pace.seen_s is None  # nothing decoded
 
 
 def test_a_stall_counts_only_when_the_next_reading_confirms_it_and_then_at_three_times_at_most():
