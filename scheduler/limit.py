@@ -129,10 +129,10 @@ class ConcurrencyLimit:
         if tpot_s is None or running <= 0:
             self._stalls.append(False)  # an idle interval ages the memory too
             return
-        if self.tpot_s is None and self._first_s is None:
-            self._first_s = tpot_s  # one reading is no pace: a fresh engine's first steps warm it up
-            return
-        if self.tpot_s is None and self._first_s is not None:
+        if self.tpot_s is None:
+            if self._first_s is None:
+                self._first_s = tpot_s  # one reading is no pace: a fresh engine's first steps warm it up
+                return
             self.tpot_s = min(self._first_s, tpot_s)
         read_s = tpot_s
         stalled = self.tpot_s is not None and tpot_s > _STALL * self.tpot_s
