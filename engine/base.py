@@ -27,6 +27,7 @@ class Capabilities:
     serial_prefill: bool = (
         False  # prompts prefill on the CPU threads that decode (llama.cpp, vLLM on a CPU): one lower at a time
     )
+    batched_prefill: bool = True  # prompts prefilled in one step take less than one after another (not llama.cpp's)
     resumable: bool = False  # `suspend` frees a running sequence's slot and `resume` goes on where it stopped
 
 

@@ -78,6 +78,7 @@ class LlamaCppEngine:
             tool_format=self._tool_format,
             unsupported_params=UNSUPPORTED_PARAMS,
             serial_prefill=True,
+            batched_prefill=False,  # four prompts sent at once had their first tokens at 4.0x one's
             resumable=True,
         )
 

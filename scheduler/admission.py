@@ -30,11 +30,14 @@ class AdmissionController:
 
     While `unbounded` (the engine alone would serve the present load on time) the running limit
     does not bind lower classes, only `burst_cap`, the engine's slots and the share kept for high
-    do: the engine alone would have run them all. Their prompts prefill `_BURST_PREFILLS` at a time
-    at most (where `lower_prefills` is set): bursts that large are rare below capacity, and in the
-    first seconds of a step to 3x capacity on vLLM's CPU build a high prefilled beside eight lows'
-    prompts took 1.2 s to its first token. What they start past the limit is lent: it comes back
-    if the load proves more than the engine serves on time (`past_limit`, scheduler/takeback.py).
+    do: the engine alone would have run them all. While highs come their prompts prefill
+    `burst_prefills` at a time at most: bursts of four are rare below capacity, and in the first
+    seconds of a step to 3x capacity on vLLM's CPU build a high prefilled beside eight lows' prompts
+    took 1.2 s to its first token. Only `lower_prefills` at a time where prompts prefilled together
+    take as long as one after another (`batched_prefill` False, llama.cpp): a burst gains nothing by
+    them there, and a high arriving waits for all of them. What a burst starts past the limit is
+    lent: it comes back if the load proves more than the engine serves on time (`past_limit`,
+    scheduler/takeback.py).
 
     Background requests (batch lines) count against `background_slots`, which the scheduler sets
     from scheduler/background.py before it tries one, and prefill as lower requests do while
@@ -62,6 +65,7 @@ class AdmissionController:
         self._high: set[RequestKey] = set()
         self._high_prefilling: set[RequestKey] = set()
         self.lower_prefills = lower_prefills
+        self.batched_prefill = True
         self.high_traffic = False
         self._lower_prefilling: set[RequestKey] = set()
         self.tokens_in_use = 0
@@ -145,13 +149,18 @@ class AdmissionController:
             return len(self._high) < self.slots_for(priority) and len(self._running) < self.upper
         return self._lower_may_prefill() and len(self._running) < self.slots_for(priority, high_waiting)
 
+    @property
+    def burst_prefills(self) -> int | None:
+        """Lower prompts prefilling at once at most in a burst while highs come (None: any number)."""
+        if self.lower_prefills is None or not self.batched_prefill:
+            return self.lower_prefills
+        return max(self.lower_prefills, _BURST_PREFILLS)
+
     def _lower_may_prefill(self) -> bool:
         if self._high_prefilling:
             return False
-        if self.lower_prefills is None or not self.high_traffic:
-            return True
-        bound = max(self.lower_prefills, _BURST_PREFILLS) if self.unbounded else self.lower_prefills
-        return len(self._lower_prefilling) < bound
+        bound = self.burst_prefills if self.unbounded else self.lower_prefills
+        return bound is None or not self.high_traffic or len(self._lower_prefilling) < bound
 
     def _background_may_prefill(self) -> bool:
         """Alone in the engine, batch lines prefill all at once: an interactive arrival preempts the

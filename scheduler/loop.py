@@ -86,6 +86,7 @@ class Scheduler:
         caps = s.engine.capabilities
         s.admission.token_budget, s.admission.block_size = caps.token_budget, caps.block_size
         s.admission.lower_prefills = s.config.lower_prefills or (1 if caps.serial_prefill else None)
+        s.admission.batched_prefill = caps.batched_prefill
         s.take_back = caps.resumable and s.config.limit.take_back
         self.controller.set_upper()
         self._timer = asyncio.create_task(self.controller.tick_forever(), name="scheduler-timer")

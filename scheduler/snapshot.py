@@ -39,6 +39,7 @@ class Snapshot:
     token_budget: int | None
     tokens_in_use: int
     lower_prefills: int | None  # medium and low requests prefilling at once at most; None: any number
+    burst_prefills: int | None  # ...in a burst the engine alone would serve on time
     max_queue_size: int
     max_wait_s: PerClass
     avg_wait_s: float  # over the last pressure interval: waits of admitted requests and waiters so far
@@ -76,6 +77,7 @@ def snapshot(s: Scheduler) -> Snapshot:
         token_budget=admission.token_budget,
         tokens_in_use=admission.tokens_in_use,
         lower_prefills=admission.lower_prefills,
+        burst_prefills=admission.burst_prefills,
         max_queue_size=s.config.max_queue_size,
         max_wait_s=PerClass(*(s.max_wait_s(c) for c in PriorityClass)),
         avg_wait_s=s.recent_wait_s(),

@@ -28,6 +28,7 @@ def overall_status(snap: Snapshot) -> dict:
         "token_budget": snap.token_budget,
         "tokens_in_use": snap.tokens_in_use,
         "lower_prefills": snap.lower_prefills,
+        "burst_prefills": snap.burst_prefills,
         "max_queue_size": snap.max_queue_size,
         "max_wait_s": snap.max_wait_s.as_dict(),
         "avg_wait_s": round(snap.avg_wait_s, 3),

@@ -192,6 +192,7 @@ def test_queue_status_reports_the_engine(vllm_server):
     status = vllm_server.status()
     assert status["token_budget"] > 2048 and status["engine"]["kv_usage"] >= 0
     assert status["lower_prefills"] == 1  # vLLM on a CPU prefills on the threads that decode
+    assert status["burst_prefills"] == 4  # ...and gains by prefilling a burst's prompts together
     models = vllm_server.client().models.list()
     assert [m.id for m in models.data] == ["smollm2-135m-instruct"]
 

@@ -225,6 +225,11 @@ def test_a_load_of_32_completes_with_the_slots_holding(llamacpp: LiveServer):
     assert max(running) <= SLOTS and max(running) >= 2  # batched, never past the engine's slots
 
 
+def test_a_burst_prefills_lower_prompts_one_at_a_time_while_highs_come(llamacpp: LiveServer):
+    status = llamacpp.status()  # prompts prefilled together take as long on llama.cpp as one after another
+    assert (status["lower_prefills"], status["burst_prefills"]) == (1, 1)
+
+
 def test_priorities_reach_the_dispatch_order(llamacpp: LiveServer):
     """With every slot busy, a high request queued after a low one starts first."""
     client = llamacpp.client()

@@ -178,6 +178,18 @@ def test_a_burst_the_engine_serves_on_time_prefills_four_lower_prompts_at_a_time
     assert adm.fits(make_request(P.LOW))  # no high to make way for: the whole burst at once
 
 
+def test_a_burst_prefills_one_lower_prompt_at_a_time_where_prompts_gain_nothing_from_sharing_a_step():
+    adm = AdmissionController(max_concurrency=4, token_budget=None, upper=32, lower_prefills=1)
+    adm.unbounded, adm.burst_cap, adm.high_traffic, adm.batched_prefill = True, 32, True, False
+    low, second = make_request(P.LOW), make_request(P.LOW)
+    adm.admit(low)
+    assert adm.burst_prefills == 1 and not adm.fits(second) and adm.fits(make_request(P.HIGH))
+    assert adm.first_token(low.key) and adm.fits(second)
+    adm.high_traffic = False
+    adm.admit(second)
+    assert adm.fits(make_request(P.LOW))  # no high to make way for: the whole burst at once
+
+
 def test_batch_lines_alone_prefill_at_once_and_beside_interactive_ones_as_lower_prompts_do():
     adm = AdmissionController(max_concurrency=4, token_budget=None, upper=32, lower_prefills=1)
     adm.background_slots, adm.high_traffic = 32, True  # a high came in the last half minute, none runs
