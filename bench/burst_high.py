@@ -34,7 +34,7 @@ QUIET_S = 3.0
 
 
 def first_token_s(r: StreamResult) -> float:
-    return r.first_content - r.sent if r.first_content is not None and r.ok else float("nan")
+    return r.ttft_s if r.ok else float("nan")
 
 
 async def one_round(server: ServerProcess, base: int) -> tuple[float, list[float]]:
