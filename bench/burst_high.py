@@ -5,10 +5,13 @@ Each round sends four low requests at once and, 0.25 s later, one high (the benc
 prompts, up to 64 tokens), then waits for all five and 3 s of quiet. The second configuration
 is the first plus `--b-set`; by default `scheduler.lower_prefills=4`, which on llama.cpp puts
 back the bound a burst had before it followed the engine's `batched_prefill` (four lower prompts
-prefilling at once while highs come).
+prefilling at once while highs come). `--no-high` sends the lows alone: no high ever reaches
+either server, so what a burst does with no high traffic in the last half minute shows (the
+earliest and latest first token of a round, as means over the rounds).
 
     .venv/bin/python bench/burst_high.py                    # llama.cpp, 10 rounds each, ~4 minutes
     .venv/bin/python bench/burst_high.py --engine vllm --rounds 6
+    .venv/bin/python bench/burst_high.py --no-high --b-set scheduler.lower_prefills=8
 """
 
 from __future__ import annotations
@@ -37,24 +40,29 @@ def first_token_s(r: StreamResult) -> float:
     return r.ttft_s if r.ok else float("nan")
 
 
-async def one_round(server: ServerProcess, base: int) -> tuple[float, list[float]]:
+async def one_round(server: ServerProcess, base: int, with_high: bool) -> tuple[float | None, list[float]]:
     async with new_client(server.url) as client:
         lows = [
             asyncio.create_task(stream_chat(client, *request_for("ours", base + i, "low"), 120)) for i in range(LOWS)
         ]
-        await asyncio.sleep(HIGH_AFTER_S)
-        high = await stream_chat(client, *request_for("ours", base + LOWS, "high"), 120)
-        return first_token_s(high), [first_token_s(r) for r in await asyncio.gather(*lows)]
+        high = None
+        if with_high:
+            await asyncio.sleep(HIGH_AFTER_S)
+            high = first_token_s(await stream_chat(client, *request_for("ours", base + LOWS, "high"), 120))
+        return high, [first_token_s(r) for r in await asyncio.gather(*lows)]
 
 
-def row(name: str, highs: list[float], lows: list[float]) -> list[object]:
-    on_time = sum(h <= 1.0 for h in highs)
+def row(name: str, rounds: list[tuple[float | None, list[float]]]) -> list[object]:
+    highs = [h for h, _ in rounds if h is not None]
+    lows = [x for _, ls in rounds for x in ls]
+    high = ["-"] * 3
+    if highs:
+        high = [f"{statistics.mean(highs):.2f}", f"{max(highs):.2f}", f"{sum(h <= 1.0 for h in highs)}/{len(highs)}"]
     return [
         name,
-        f"{statistics.mean(highs):.2f}",
-        f"{max(highs):.2f}",
-        f"{on_time}/{len(highs)}",
+        *high,
         f"{statistics.mean(lows):.2f}",
+        f"{statistics.mean(min(ls) for _, ls in rounds):.2f} / {statistics.mean(max(ls) for _, ls in rounds):.2f}",
         f"{max(lows):.2f}",
     ]
 
@@ -64,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine", choices=("llamacpp", "vllm"), default="llamacpp")
     p.add_argument("--rounds", type=int, default=10, help="rounds per configuration (default 10)")
     p.add_argument("--b-set", action="append", default=None, help="a setting of the second configuration")
+    p.add_argument("--no-high", action="store_true", help="the lows alone: no high traffic")
     args = p.parse_args(argv)
     b_set = args.b_set or ["scheduler.lower_prefills=4"]
     stop_on_sigterm()
@@ -74,25 +83,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, settings in (("default", []), (" ".join(b_set), b_set)):
             servers[name] = start("ours", args.engine, kv, settings)
-        results: dict[str, list[tuple[float, list[float]]]] = {name: [] for name in servers}
+        results: dict[str, list[tuple[float | None, list[float]]]] = {name: [] for name in servers}
         bar = Progress("rounds", 2 * args.rounds)
         for i in range(args.rounds):
             order = list(servers.items()) if i % 2 == 0 else list(servers.items())[::-1]
             for name, server in order:
-                results[name].append(asyncio.run(one_round(server, 1000 + 10 * i)))
+                results[name].append(asyncio.run(one_round(server, 1000 + 10 * i, not args.no_high)))
                 bar.update(sum(map(len, results.values())))
                 time.sleep(QUIET_S)
         bar.done()
     finally:
         for server in servers.values():
             server.stop()
-    rows = [row(name, [h for h, _ in rs], [x for _, ls in rs for x in ls]) for name, rs in results.items()]
+    what = f"{LOWS} lows at once" if args.no_high else f"A high {HIGH_AFTER_S:g} s after {LOWS} lows at once"
     print(
         table(
-            f"A high {HIGH_AFTER_S:g} s after {LOWS} lows at once, ours on {args.engine} ({git_head()}), "
-            f"{args.rounds} rounds each, first token s",
-            ["configuration", "high mean", "high max", "high <= 1 s", "low mean", "low max"],
-            rows,
+            f"{what}, ours on {args.engine} ({git_head()}), {args.rounds} rounds each, first token s",
+            ["configuration", "high mean", "high max", "high <= 1 s", "low mean", "round's first / last", "low max"],
+            [row(name, rs) for name, rs in results.items()],
         )
     )
     return 0

@@ -122,17 +122,33 @@ class AdmissionController:
 
     def high_needs_room(self, high: Request) -> bool:
         """Whether `high` waits only for a slot or memory that lower work holds: high is under its
-        own share, but the engine's slots are full or its tokens would not fit."""
-        if self.paused or len(self._high) >= self.slots_for(PriorityClass.HIGH):
+        own share, but the engine's slots are full or its tokens would not fit; or high is at its
+        share (where the TPOT line reaches the set point) with lower requests running beside it,
+        so it takes one's place and the batch keeps its size. At 5x capacity on llama.cpp, highs
+        at their share of 3 were refused at the door while 2 lows accepted earlier decoded beside
+        them."""
+        if self.paused:
             return False
+        if len(self._high) >= self.slots_for(PriorityClass.HIGH):
+            return self.lower_running > 0
         full = len(self._running) >= self.upper
         short = self.token_budget is not None and self.tokens_in_use + self.cost(high) > self.token_budget
         return full or short
+
+    @property
+    def lower_running(self) -> int:
+        """Interactive medium and low requests in the engine (batch lines give way by themselves)."""
+        return len(self._running) - len(self._high) - len(self._background)
 
     def fits_without(self, high: Request, running: Request) -> bool:
         """Whether `high` would start with `running`'s slot and memory given up."""
         tokens = self.tokens_in_use - self._running.get(running.key, 0) + self.cost(high)
         return len(self._running) - 1 < self.upper and (self.token_budget is None or tokens <= self.token_budget)
+
+    def fits_in_place(self, high: Request) -> bool:
+        """Whether `high` starts in the room a lower request just gave it up, past its own share."""
+        tokens = self.token_budget is None or self.tokens_in_use + self.cost(high) <= self.token_budget
+        return not self.paused and len(self._running) < self.upper and tokens
 
     def _engine_reserve(self) -> int:
         """Engine slots lower requests never fill, so a high can always start: the same share,

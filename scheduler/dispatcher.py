@@ -171,10 +171,15 @@ class Dispatcher:
         for request in to_take_back(s.admission, high, self._running(), s.share.may_run):
             if not self._suspend(request):
                 continue
-            if s.admission.fits(high, high_waiting=True):  # before any other waiter takes the room
+            if s.admission.fits_in_place(high):  # before any other waiter takes the room
                 s.queue.remove(high.key)
                 self._start(high)
             return
+
+    def can_take_back_for(self, high: Request) -> bool:
+        """Whether a lower request would give `high` its place now (the door then counts no wait)."""
+        s = self.state
+        return s.take_back and bool(to_take_back(s.admission, high, self._running(), s.share.may_run))
 
     def take_back_lower(self) -> None:
         """A burst's slots back, once the load proves more than the engine serves on time alone;

@@ -25,12 +25,16 @@ def predicted_wait_s(
     arrivals: ArrivalRates,
     limit_s: float,
     count_ahead: Callable[[], int],
+    in_lower_place: Callable[[], bool] = lambda: False,
 ) -> float | None:
-    """Seconds until `request` would start: 0 when it fits now, None before anything has finished.
-    Counting who is ahead (`count_ahead`) scans the queue, so it happens only when waiting behind
-    everyone would break the limit."""
+    """Seconds until `request` would start: 0 when it fits now, or, a high, when a lower request
+    would give it its place (`in_lower_place`); None before anything has finished. Counting who is
+    ahead (`count_ahead`) scans the queue, so it happens only when waiting behind everyone would
+    break the limit."""
     high = request.priority is PriorityClass.HIGH
-    if (not queue or (high and not queue.count(PriorityClass.HIGH))) and admission.fits(request, high_waiting=high):
+    if (not queue or (high and not queue.count(PriorityClass.HIGH))) and (
+        admission.fits(request, high_waiting=high) or (high and in_lower_place())
+    ):
         return 0.0  # a high passes lower waiters
     if not high and admission.high_fills_limit():
         return math.inf

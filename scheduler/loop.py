@@ -228,6 +228,7 @@ class Scheduler:
             self.state.arrivals,
             limit,
             lambda: self.state.share.ahead_of_new(request, self.queue),
+            lambda: self.dispatcher.can_take_back_for(request),
         )
         refusal = wait_refusal(request, wait, limit)
         if refusal is not None:

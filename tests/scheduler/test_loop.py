@@ -360,7 +360,8 @@ async def test_in_emergency_a_high_that_would_miss_its_first_token_objective_is_
     """At 5x capacity high traffic alone is what the engine serves: highs accepted past their 1 s
     objective queued ahead of later highs that could still have been on time."""
     clock = FakeClock()
-    sched = await started(slots=2, latency_ms=50, clock=clock, limit=LimitConfig(adaptive=False, high_reserve=0.5))
+    limit = LimitConfig(adaptive=False, high_reserve=0.5, take_back=False)  # no low gives a high its place
+    sched = await started(slots=2, latency_ms=50, clock=clock, limit=limit)
     sched.submit(make_request(P.LOW, max_tokens=500))  # lows may hold one of the two slots
     lows = [sched.submit(make_request(P.LOW)) for _ in range(3)]
     sched.state.drain.record(4.0)  # two slots: one start every 2 s
@@ -378,6 +379,26 @@ async def test_in_emergency_a_high_that_would_miss_its_first_token_objective_is_
     assert not sched.pressure.emergency
     accepted = sched.submit(make_request(P.HIGH))  # the same wait, promised 300 s outside emergency
     assert accepted.request.state.value == "queued"
+    await stop(sched)
+
+
+async def test_in_emergency_a_high_that_a_low_gives_its_place_is_accepted_at_the_door():
+    """The wait the door predicts for a high counts the take-back: a low gives it its slot at once."""
+    clock = FakeClock()
+    sched = await started(slots=2, latency_ms=50, clock=clock, limit=LimitConfig(adaptive=False, high_reserve=0.5))
+    low = sched.submit(make_request(P.LOW, max_tokens=500))
+    waiting = [sched.submit(make_request(P.LOW)) for _ in range(3)]
+    await asyncio.sleep(0.01)  # the low in the engine, so it can be suspended
+    sched.state.drain.record(4.0)
+    clock.advance(8)
+    sched.sample_pressure()
+    assert sched.pressure.emergency
+    first = sched.submit(make_request(P.HIGH, max_tokens=500))
+    second = sched.submit(make_request(P.HIGH))  # refused without the take-back: ~2 s for the next slot
+    assert first.request.state.value == second.request.state.value == "running"
+    assert low.request.suspended and sched.state.taken_back == 1
+    for ticket in (low, *waiting, first, second):
+        sched.cancel(ticket)
     await stop(sched)
 
 

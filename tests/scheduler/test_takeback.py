@@ -102,6 +102,24 @@ async def test_high_traffic_filling_the_limit_runs_over_it_and_suspends_nobody()
     await stop(sched)
 
 
+async def test_a_high_at_its_share_takes_the_place_of_a_low_running_beside_the_highs():
+    """Highs at their share (the batch where the TPOT line reaches the set point) with lows beside
+    them: the next high takes the newest low's place, so the batch keeps its size."""
+    sched = await started(slots=2)
+    sched.state.admission.upper = 8  # the engine has slots to spare: only the share holds the high
+    lows = [sched.submit(seeded(P.LOW, n, max_tokens=60)) for n in (1, 2)]
+    await asyncio.sleep(0.05)
+    highs = [sched.submit(seeded(P.HIGH, 10 + n, max_tokens=30)) for n in range(2)]  # over the limit
+    assert sched.state.taken_back == 0 and sched.admission.running == 4
+    third = sched.submit(seeded(P.HIGH, 12, max_tokens=5))
+    assert third.request.state.value == "running" and sched.admission.running == 4
+    assert [t.request.state.value for t in lows] == ["running", "queued"] and sched.state.taken_back == 1
+    results = await asyncio.gather(*(answer(t) for t in lows))
+    assert (results[1][0], results[1][1]) == await alone(2, max_tokens=60)  # its answer intact
+    await asyncio.gather(*(answer(t) for t in (*highs, third)))
+    await stop(sched)
+
+
 async def test_a_request_cancelled_while_its_slot_is_lent_to_high_leaves_nothing_behind():
     sched = await started(slots=1)
     low = sched.submit(seeded(P.LOW, 1, max_tokens=200))
