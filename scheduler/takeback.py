@@ -2,7 +2,8 @@
 
 High runs over the running limit when it must, and lower requests never fill the engine's last
 `high_reserve` share of slots, so a high rarely finds no slot. Where it does (an engine of few
-slots, or memory held by long lower requests), the newest lower request is suspended for it: the
+slots, or memory held by long lower requests), or highs are at their share with lower requests
+running beside them (the batch keeps its size), the newest lower request is suspended for it: the
 engine drops its sequence, its stream stays open, it waits in the queue in its old place (notices
 every second) and resumes where it stopped, its answer so far prefilled again. The newest: the
 least to prefill again, the most of the slot's time to give back. Only requests whose sampling the
@@ -49,8 +50,8 @@ def to_take_back(
     admission: AdmissionController, high: Request, running: Iterable[Request], may_run: Callable[[Request], bool]
 ) -> list[Request]:
     """The lower requests that could give their slot to `high` (the oldest waiting), newest (by
-    first start) first: only when it waits for a slot or memory alone (its caller's own running
-    limit lets it run) and one of them gives it enough."""
+    first start) first: only when it waits for a slot or memory alone, or for its class's share
+    (`high_needs_room`; its caller's own running limit lets it run), and one of them gives it enough."""
     if not may_run(high) or not admission.high_needs_room(high):
         return []
     lower = (r for r in running if resumable(r) and admission.fits_without(high, r))
