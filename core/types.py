@@ -60,8 +60,8 @@ class Structured:
 @dataclass(slots=True)
 class GenParams:
     max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float | None = None  # None: the engine's own default (llama.cpp's server: 0.8; vLLM: 1.0)
+    top_p: float | None = None  # ...(llama.cpp's server: 0.95; vLLM: 1.0)
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     priority: int = 0  # lower runs first, as in vLLM

@@ -258,8 +258,6 @@ def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict
         "stream": True,
         "stream_options": {"include_usage": True},
         "max_tokens": params.max_tokens,
-        "temperature": params.temperature,
-        "top_p": params.top_p,
         "presence_penalty": params.presence_penalty,
         "frequency_penalty": params.frequency_penalty,
         "repeat_penalty": params.repetition_penalty,
@@ -269,10 +267,10 @@ def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict
         body["stop"] = params.stop
     if params.seed is not None:
         body["seed"] = params.seed
-    if params.top_k is not None:  # else llama.cpp's own defaults (top_k 40, min_p 0.05), as its server gives
-        body["top_k"] = params.top_k
-    if params.min_p is not None:
-        body["min_p"] = params.min_p
+    # Unset, llama.cpp's own defaults (temperature 0.8, top_p 0.95, top_k 40, min_p 0.05), as its server gives
+    for name in ("temperature", "top_p", "top_k", "min_p"):
+        if (value := getattr(params, name)) is not None:
+            body[name] = value
     if payload.get("reasoning_effort"):
         body["reasoning_effort"] = payload["reasoning_effort"]
     if params.logit_bias:

@@ -207,9 +207,10 @@ class OpenAIUpstreamEngine:
             "stream": True,
             "stream_options": {"include_usage": True},
             "max_tokens": params.max_tokens,
-            "temperature": params.temperature,
-            "top_p": params.top_p,
         }
+        for name in ("temperature", "top_p"):  # unset, the upstream's own defaults
+            if (value := getattr(params, name)) is not None:
+                body[name] = value
         if params.stop:
             body["stop"] = params.stop
         if params.seed is not None:

@@ -286,8 +286,8 @@ class VllmEngine:
             constraint = StructuredOutputsParams(structural_tag=json.dumps(strict_calls(params.tools.tools)))
         return SamplingParams(
             max_tokens=params.max_tokens,
-            temperature=params.temperature,
-            top_p=params.top_p,
+            temperature=1.0 if params.temperature is None else params.temperature,
+            top_p=1.0 if params.top_p is None else params.top_p,
             seed=params.seed,
             stop=params.stop or None,
             output_kind=RequestOutputKind.DELTA,

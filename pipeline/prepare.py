@@ -68,8 +68,8 @@ async def prepare_generation(engine: EngineBackend, body: ChatParams, default_ma
     )
     params = GenParams(
         max_tokens=_max_tokens(engine, body, prompt.num_tokens, default_max_tokens),
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
+        temperature=body.temperature,
+        top_p=body.top_p,
         stop=body.stop_list,
         seed=body.seed,
         presence_penalty=body.presence_penalty or 0.0,
