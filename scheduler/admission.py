@@ -132,8 +132,7 @@ class AdmissionController:
         if len(self._high) >= self.slots_for(PriorityClass.HIGH):
             return self.lower_running > 0
         full = len(self._running) >= self.upper
-        short = self.token_budget is not None and self.tokens_in_use + self.cost(high) > self.token_budget
-        return full or short
+        return full or not self._tokens_fit(high)
 
     @property
     def lower_running(self) -> int:
@@ -147,8 +146,10 @@ class AdmissionController:
 
     def fits_in_place(self, high: Request) -> bool:
         """Whether `high` starts in the room a lower request just gave it up, past its own share."""
-        tokens = self.token_budget is None or self.tokens_in_use + self.cost(high) <= self.token_budget
-        return not self.paused and len(self._running) < self.upper and tokens
+        return not self.paused and len(self._running) < self.upper and self._tokens_fit(high)
+
+    def _tokens_fit(self, request: Request) -> bool:
+        return self.token_budget is None or self.tokens_in_use + self.cost(request) <= self.token_budget
 
     def _engine_reserve(self) -> int:
         """Engine slots lower requests never fill, so a high can always start: the same share,
@@ -207,11 +208,7 @@ class AdmissionController:
             if request.background
             else (self._has_slot(request.priority, high_waiting))
         )
-        return (
-            not self.paused
-            and slot
-            and (self.token_budget is None or self.tokens_in_use + self.cost(request) <= self.token_budget)
-        )
+        return not self.paused and slot and self._tokens_fit(request)
 
     def admit(self, request: Request) -> None:
         cost = self.cost(request)
