@@ -28,6 +28,7 @@ from responses.redis_store import RedisResponseStore, gateway_name
 from responses.sealed import ReasoningSeal
 from responses.store import ChainedStore, ResponseStore
 from scheduler.loop import Scheduler
+from scheduler.pace_file import PaceFile
 from settings.schema import Config
 
 
@@ -49,6 +50,7 @@ class Services:
     usage_file: UsageFile | None = None  # the usage ledger's minutes on disk
     key_store: KeyStore | None = None  # keys made at run time, and the audit log, in the same file
     batch_runner: BatchRunner | None = None  # built with the API (its lines are answered as the API would)
+    pace_file: PaceFile | None = None  # what the running limit learned of the engine, across restarts
 
 
 def build_services(config: Config) -> Services:
@@ -90,6 +92,7 @@ def build_services(config: Config) -> Services:
         shared_usage=minutes,
         usage_file=usage_file,
         key_store=KeyStore(on_disk.path) if on_disk.path else None,
+        pace_file=PaceFile(config.scheduler.limit.pace_path) if config.scheduler.limit.pace_path else None,
     )
     if config.alerts.webhook_url:
         services.alerts = AlertNotifier(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
@@ -28,6 +29,7 @@ from pipeline.key_admin import load_keys
 from pipeline.usage_file import restore
 from protocols.openai_chat.request import ChatCompletionRequest
 from responses.redis_store import StoreUnavailable
+from scheduler.pace_file import PaceFile, engine_key
 from wiring import Services
 
 log = logging.getLogger("gpt_oss_webui")
@@ -126,6 +128,12 @@ async def _open(
     if services.key_store is not None:
         await services.key_store.open()
         await load_keys(services.keyring, services.key_store)
+    if services.pace_file is not None:
+        try:
+            await services.pace_file.open()
+        except (OSError, sqlite3.Error) as exc:  # what it keeps is relearned in seconds: not worth stopping for
+            log.warning("the pace file will not open (%s); the running limit learns the engine afresh", exc)
+            services.pace_file = None
     if services.gpu is not None:
         services.gpu.start(asyncio.get_running_loop())
 
@@ -134,7 +142,7 @@ def _background_tasks(
     services: Services, batch_runner: BatchRunner, on_failure: Callable[[BaseException], None] | None
 ) -> list[asyncio.Task]:
     tasks = [
-        asyncio.create_task(_start(services, on_failure), name="engine-start"),
+        asyncio.create_task(_start(services, on_failure), name="engine"),
         asyncio.create_task(batch_runner.run_forever(), name="batches"),
     ]
     if services.usage_file is not None:
@@ -165,6 +173,8 @@ async def _close(services: Services, batch_runner: BatchRunner, background_respo
         await services.usage_file.close()
     if services.key_store is not None:
         await services.key_store.close()
+    if services.pace_file is not None:
+        await services.pace_file.close()
 
 
 def _openapi(app: FastAPI) -> dict:
@@ -197,3 +207,14 @@ async def _start(services: Services, on_failure: Callable[[BaseException], None]
     log.info(
         "engine ready: model=%s max_model_len=%d token_budget=%s", caps.model, caps.max_model_len, caps.token_budget
     )
+    if services.pace_file is not None:
+        await _keep_pace(services, services.pace_file)
+
+
+async def _keep_pace(services: Services, pace_file: PaceFile) -> None:
+    """What the running limit learned of this engine before, back; then kept as it learns more."""
+    scheduler = services.scheduler
+    engine = engine_key(services.config.engine.backend, services.engine.capabilities)
+    if (pace := await pace_file.start(engine, scheduler.learned)) is not None:
+        scheduler.relearn(pace)
+    await pace_file.keep_forever()

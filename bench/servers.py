@@ -172,8 +172,10 @@ def running_server(
 
 
 def app_argv(port: int, settings: Sequence[str], python: str | None = None) -> list[str]:
-    """`python app.py --port P --set K=V ...`: our server as a user starts it."""
-    argv = [python or sys.executable, "app.py", "--port", str(port)]
+    """`python app.py --port P --set K=V ...`: our server as a user starts it, except that it learns
+    the engine afresh each run, so runs compare (`scheduler.limit.pace_path=F` in `settings` starts
+    it from what a run before learned)."""
+    argv = [python or sys.executable, "app.py", "--port", str(port), "--set", "scheduler.limit.pace_path="]
     for s in settings:
         argv += ["--set", s]
     return argv

@@ -9,6 +9,7 @@ import logging
 
 from scheduler.demand import reaching
 from scheduler.dispatcher import Dispatcher
+from scheduler.learned_pace import LearnedPace, recall, remember
 from scheduler.ledger import Ledger
 from scheduler.outcome import Outcome
 from scheduler.request import PriorityClass, SchedulerError
@@ -104,9 +105,23 @@ class Controller:
                 tpot or 0.0,
                 running,
                 s.demand.mean,
-                fit and f"{fit[0]:.3f} + {fit[1]:.4f} n",
+                _line(fit),
             )
             self.dispatcher.dispatch()
+
+    def learned(self) -> LearnedPace:
+        return remember(self.state.limit, self.state.tpot_line)
+
+    def relearn(self, pace: LearnedPace) -> None:
+        """The limit and the TPOT line where a run before left them (once the engine's slots are known)."""
+        s = self.state
+        recall(pace, s.limit, s.tpot_line)
+        fit = s.tpot_line.fit()
+        s.admission.max_concurrency = s.limit.value
+        s.admission.high_cap = reaching(fit, s.limit.target_s)
+        s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
+        log.info("running limit %d from the pace learned before (line %s)", s.limit.value, _line(fit))
+        self.dispatcher.dispatch()
 
     def set_upper(self) -> None:
         """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""
@@ -139,3 +154,7 @@ class Controller:
             config.max_wait_s.low,
         )
         self.dispatcher.dispatch()
+
+
+def _line(fit: tuple[float, float] | None) -> str | None:
+    return fit and f"{fit[0]:.3f} + {fit[1]:.4f} n"

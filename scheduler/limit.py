@@ -111,6 +111,35 @@ class ConcurrencyLimit:
         self.upper = max(1, upper)
         self._limit = min(self._limit, self.upper) if self.config.adaptive else float(self.upper)
 
+    def learned(self) -> dict[str, object]:
+        """What the readings taught of the engine, to keep across a restart (scheduler/pace_file.py)."""
+        return {
+            "objective_s": self.objective_s,
+            "limit": self._limit,
+            "tpot_s": self.tpot_s,
+            "alone": list(self._alone),
+            "set_point_s": self.set_point_s,
+            "spread": list(self._spread),
+        }
+
+    def relearn(
+        self,
+        limit: float | None,
+        tpot_s: float | None,
+        alone: list[float],
+        set_point_s: float | None,
+        spread: list[float],
+    ) -> None:
+        """Back to what a run before learned (scheduler/learned_pace.py); its first reading then
+        counts as it comes."""
+        self._alone.extend(alone)
+        self._spread.extend(spread)
+        self.tpot_s = tpot_s
+        if limit is not None and self.config.adaptive:
+            self._limit = max(1.0, min(float(self.upper), limit))
+        if set_point_s is not None:
+            self.set_point_s = set_point_s
+
     def finished(self, tpot_s: float, batch_tpot_s: float) -> None:
         """One finished request's own TPOT (decode time over its tokens after the first) and the
         batch's mean TPOT over the same time."""

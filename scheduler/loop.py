@@ -18,6 +18,7 @@ from scheduler.controller import Controller
 from scheduler.dispatcher import Dispatcher
 from scheduler.door import predicted_wait_s, queue_room, wait_refusal
 from scheduler.events import Listener, QueueEvent
+from scheduler.learned_pace import LearnedPace
 from scheduler.ledger import Ledger
 from scheduler.limit import ConcurrencyLimit
 from scheduler.outcome import Outcome
@@ -317,6 +318,13 @@ class Scheduler:
 
     def adjust_limit(self) -> None:
         self.controller.adjust_limit()
+
+    def learned(self) -> LearnedPace:
+        """What the running limit learned of the engine, to keep across a restart."""
+        return self.controller.learned()
+
+    def relearn(self, pace: LearnedPace) -> None:
+        self.controller.relearn(pace)
 
     def set_admission_paused(self, paused: bool) -> None:
         self.controller.set_admission_paused(paused)

@@ -43,6 +43,14 @@ class TpotLine:
         if fitted is not None and fitted[2]:
             self._held = fitted[:2]
 
+    def learned(self) -> tuple[tuple[float, ...], tuple[float, float] | None]:
+        """The readings' weighted sums and the line held: what a restart keeps (scheduler/pace_file.py)."""
+        return (self._w, self._n, self._t, self._nn, self._nt, self._tt), self._held
+
+    def relearn(self, sums: tuple[float, ...], held: tuple[float, float] | None) -> None:
+        self._w, self._n, self._t, self._nn, self._nt, self._tt = sums
+        self._held = held
+
     def fit(self) -> tuple[float, float] | None:
         """(a, b): TPOT alone and the cost of each sequence more; None while the readings cannot say."""
         if self._held is not None:

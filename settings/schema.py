@@ -494,6 +494,14 @@ class LimitConfig(Section):
         ),
     )
     initial: int = Field(16, ge=1, le=4096, description="Where the limit starts, before anything is measured.")
+    pace_path: str = Field(
+        "data/engine-pace.sqlite3",
+        description=(
+            "SQLite file keeping what the limit learned of the engine (its TPOT line, its pace alone, the limit "
+            "it found) across restarts, per engine, model and machine, so a restarted server starts where the last "
+            "one left off rather than at `initial`; empty: every start learns afresh."
+        ),
+    )
     headroom: float = Field(
         0.1,
         ge=0.0,

@@ -28,10 +28,12 @@ _STORES = tempfile.mkdtemp(prefix="stores-")  # not the repo's data/
 _RESPONSES = f"responses.path={_STORES}/responses.sqlite3"
 _BATCHES = f"batches.path={_STORES}/batches.sqlite3"
 _USAGE = "usage.path="  # in memory: a test's usage is its own
+_PACE = "scheduler.limit.pace_path="  # each test server learns its engine afresh
 FAST_SIM = [
     _RESPONSES,
     _BATCHES,
     _USAGE,
+    _PACE,
     "engine.backend=sim",
     "engine.sim.token_latency_ms=1",
     "engine.sim.prefill_ms_per_token=0",
@@ -45,6 +47,7 @@ VLLM = [
     _RESPONSES,
     _BATCHES,
     _USAGE,
+    _PACE,
     "engine.backend=vllm",
     "engine.vllm.max_num_seqs=1",
     "engine.vllm.kv_cache_memory_bytes=268435456",
