@@ -41,6 +41,12 @@ and it grows only while every gap reads within the objective (the target instead
 below lifts it past the objective). Not at light load: a few prompts beside a few sequences are
 not the batch's doing.
 
+Nor past where the TPOT line fitted to the last minute's readings reaches the target
+(scheduler/tpot_line.py), where one is known: a single reading, its prefills' gaps left out, read
+0.065 s with 7 running at a step to 5x capacity on llama.cpp where the line read 0.079 s, and grew
+the limit from 4 to 10 in one interval; lows filled it, and the highs then decoded past the
+objective beside them.
+
 A fresh limit's first reading waits for a second, and starts from the lower of the two: llama.cpp's
 first interval after start read 2.57 s with 4 running (its first steps warm it up), then 0.02-0.09,
 and taken at once it cut the limit from 16 to 1 within six seconds at light load. The readings
@@ -146,15 +152,18 @@ class ConcurrencyLimit:
         if batch_tpot_s > 0:
             self._spread.append(tpot_s / batch_tpot_s)
 
-    def update(self, tpot_s: float | None, running: float, seen_s: float | None = None) -> int:
+    def update(
+        self, tpot_s: float | None, running: float, seen_s: float | None = None, line_knee: float | None = None
+    ) -> int:
         """One control step from the TPOT measured over the last interval with `running` sequences
         (mean over the interval); no reading (nothing decoded) leaves the limit where it is.
-        `seen_s`: the same interval's TPOT with prefills' gaps in, what clients saw."""
+        `seen_s`: the same interval's TPOT with prefills' gaps in, what clients saw. `line_knee`:
+        where the fitted TPOT line reaches the target (None: no line yet), past which it never grows."""
         self.counted_s = None
-        self._step(tpot_s, running, seen_s)
+        self._step(tpot_s, running, seen_s, line_knee)
         return self.value
 
-    def _step(self, tpot_s: float | None, running: float, seen_s: float | None) -> None:
+    def _step(self, tpot_s: float | None, running: float, seen_s: float | None, line_knee: float | None) -> None:
         if tpot_s is None or running <= 0:
             self._stalls.append(False)  # an idle interval ages the memory too
             return
@@ -189,7 +198,7 @@ class ConcurrencyLimit:
                 knee = min(knee, running * seen_bound / seen_s)
             self._limit += _STEP_DOWN * (min(knee, self._limit) - self._limit)
         elif busy and read_s <= self.target_s and (seen_s is None or seen_s <= seen_bound):
-            knee = min(self.knee_from_alone(running, tpot), running * _MAX_GROWTH + 1)
+            knee = min(self.knee_from_alone(running, tpot), running * _MAX_GROWTH + 1, line_knee or float("inf"))
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))
 
