@@ -29,7 +29,8 @@ from pipeline.key_admin import load_keys
 from pipeline.usage_file import restore
 from protocols.openai_chat.request import ChatCompletionRequest
 from responses.redis_store import StoreUnavailable
-from scheduler.pace_file import PaceFile, engine_key
+from scheduler.learned_pace import LearnedPace
+from scheduler.pace_file import engine_key
 from wiring import Services
 
 log = logging.getLogger("gpt_oss_webui")
@@ -202,19 +203,25 @@ async def _start(services: Services, on_failure: Callable[[BaseException], None]
         if on_failure is not None:
             on_failure(exc)
         return
+    pace = await _kept_pace(services)
     await services.scheduler.start()
+    if pace is not None:  # before anything is dispatched at the initial limit
+        services.scheduler.relearn(pace)
     caps = services.engine.capabilities
     log.info(
         "engine ready: model=%s max_model_len=%d token_budget=%s", caps.model, caps.max_model_len, caps.token_budget
     )
     if services.pace_file is not None:
-        await _keep_pace(services, services.pace_file)
+        await services.pace_file.keep_forever()
 
 
-async def _keep_pace(services: Services, pace_file: PaceFile) -> None:
-    """What the running limit learned of this engine before, back; then kept as it learns more."""
-    scheduler = services.scheduler
+async def _kept_pace(services: Services) -> LearnedPace | None:
+    """What the running limit learned of this engine before, if it was kept (scheduler/pace_file.py)."""
+    if services.pace_file is None:
+        return None
     engine = engine_key(services.config.engine.backend, services.engine.capabilities)
-    if (pace := await pace_file.start(engine, scheduler.learned)) is not None:
-        scheduler.relearn(pace)
-    await pace_file.keep_forever()
+    try:
+        return await services.pace_file.start(engine, services.scheduler.learned)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("the pace file could not be read (%s); the running limit learns the engine afresh", exc)
+        return None

@@ -116,6 +116,8 @@ def through_the_page(path: Path, long_id: str, rounds: int) -> dict[str, list[fl
         "--set",
         "engine.backend=sim",
         "--set",
+        "scheduler.limit.pace_path=",
+        "--set",
         "server.ui=true",
         "--set",
         "cache.enabled=false",

@@ -56,6 +56,7 @@ that were no stall (`counted_s`) are what the TPOT line is fitted to (scheduler/
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 from settings.schema import LimitConfig
 
@@ -72,7 +73,7 @@ _ALONE = 4  # readings with at most this many running stand for the engine's TPO
 # cut this far on a machine slower than the objective is how the floor learns of it
 _ALONE_KEPT = 5  # the least of the last few such readings: one lucky reading must not stay forever
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
-_RECENT = 64  # finished requests the set point is trimmed by
+RECENT = 64  # finished requests the set point is trimmed by
 _STALL = 3.0  # a reading this many times the smoothed TPOT counts only when another confirms it...
 _STALL_SEEN = 4  # ...among the readings this many intervals before it
 _TRIM_STEP = 0.02  # at most 2 % per interval
@@ -92,7 +93,7 @@ class ConcurrencyLimit:
         self._first_s: float | None = None
         self._alone: deque[float] = deque(maxlen=_ALONE_KEPT)
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
-        self._spread: deque[float] = deque(maxlen=_RECENT)
+        self._spread: deque[float] = deque(maxlen=RECENT)
         self._stalls: deque[bool] = deque(maxlen=_STALL_SEEN)  # which of the last readings were stalls
 
     @property
@@ -117,10 +118,12 @@ class ConcurrencyLimit:
         self.upper = max(1, upper)
         self._limit = min(self._limit, self.upper) if self.config.adaptive else float(self.upper)
 
-    def learned(self) -> dict[str, object]:
+    def learned(self) -> dict[str, Any]:
         """What the readings taught of the engine, to keep across a restart (scheduler/pace_file.py)."""
         return {
             "objective_s": self.objective_s,
+            "headroom": self.config.headroom,
+            "on_time_share": self.config.on_time_share,
             "limit": self._limit,
             "tpot_s": self.tpot_s,
             "alone": list(self._alone),
@@ -138,8 +141,8 @@ class ConcurrencyLimit:
     ) -> None:
         """Back to what a run before learned (scheduler/learned_pace.py); its first reading then
         counts as it comes."""
-        self._alone.extend(alone)
-        self._spread.extend(spread)
+        self._alone = deque(alone, maxlen=_ALONE_KEPT)
+        self._spread = deque(spread, maxlen=RECENT)
         self.tpot_s = tpot_s
         if limit is not None and self.config.adaptive:
             self._limit = max(1.0, min(float(self.upper), limit))
@@ -198,7 +201,11 @@ class ConcurrencyLimit:
                 knee = min(knee, running * seen_bound / seen_s)
             self._limit += _STEP_DOWN * (min(knee, self._limit) - self._limit)
         elif busy and read_s <= self.target_s and (seen_s is None or seen_s <= seen_bound):
-            knee = min(self.knee_from_alone(running, tpot), running * _MAX_GROWTH + 1, line_knee or float("inf"))
+            knee = min(
+                self.knee_from_alone(running, tpot),
+                running * _MAX_GROWTH + 1,
+                float("inf") if line_knee is None else line_knee,
+            )
             self._limit += _STEP_UP * (max(knee, self._limit) - self._limit)
         self._limit = max(1.0, min(float(self.upper), self._limit))
 
@@ -222,7 +229,7 @@ class ConcurrencyLimit:
         """Moves the set point until `on_time_share` of recent requests would meet the objective
         with the batch anywhere in the band the limit holds it in."""
         share = self.config.on_time_share
-        if not share or len(self._spread) < _RECENT // 2:
+        if not share or len(self._spread) < RECENT // 2:
             return
         ranked = sorted(self._spread)
         quantile = ranked[min(len(ranked) - 1, int(share * len(ranked)))]

@@ -10,6 +10,7 @@ import hashlib
 import logging
 import os
 import platform
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,17 +67,20 @@ class PaceFile:
         """The last of what was learned saved, then the file closed."""
         if self._file.is_open:
             try:
-                await self.keep()
+                await self._keep_or_warn()
             finally:
                 await self._file.close()
 
     async def keep_forever(self) -> None:
         while True:
             await asyncio.sleep(_SAVE_EVERY_S)
-            try:
-                await self.keep()
-            except Exception:
-                log.exception("writing the learned pace failed; tried again in %g s", _SAVE_EVERY_S)
+            await self._keep_or_warn()
+
+    async def _keep_or_warn(self) -> None:
+        try:
+            await self.keep()
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("writing the learned pace failed (%s); kept in memory for the next try", exc)
 
     async def keep(self) -> None:
         """Saves what was learned since the last save, if anything."""

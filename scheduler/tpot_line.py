@@ -43,13 +43,15 @@ class TpotLine:
         if fitted is not None and fitted[2]:
             self._held = fitted[:2]
 
-    def learned(self) -> tuple[tuple[float, ...], tuple[float, float] | None]:
-        """The readings' weighted sums and the line held: what a restart keeps (scheduler/pace_file.py)."""
-        return (self._w, self._n, self._t, self._nn, self._nt, self._tt), self._held
+    def learned(self) -> tuple[float, float, float, float, float, float]:
+        """The readings' weighted sums: what a restart keeps (scheduler/learned_pace.py)."""
+        return self._w, self._n, self._t, self._nn, self._nt, self._tt
 
-    def relearn(self, sums: tuple[float, ...], held: tuple[float, float] | None) -> None:
+    def relearn(self, sums: tuple[float, float, float, float, float, float]) -> None:
+        """The readings of a run before, fading as new ones come; the line they fit is held again
+        only once a new reading confirms it."""
         self._w, self._n, self._t, self._nn, self._nt, self._tt = sums
-        self._held = held
+        self._held = None
 
     def fit(self) -> tuple[float, float] | None:
         """(a, b): TPOT alone and the cost of each sequence more; None while the readings cannot say."""

@@ -19,7 +19,9 @@ def free_port() -> int:
 
 
 def start_app(args: list[str], url: str, timeout_s: float = 60) -> subprocess.Popen:
-    """The started process, once `/healthz` answers 200."""
+    """The started process, once `/healthz` answers 200; it learns its engine afresh (no pace file
+    shared with other runs)."""
+    args = [*args, "--set", "scheduler.limit.pace_path="]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

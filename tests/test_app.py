@@ -25,7 +25,7 @@ def free_port() -> int:
 
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "app.py", *args],
+        [sys.executable, "app.py", *args, "--set", "scheduler.limit.pace_path="],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

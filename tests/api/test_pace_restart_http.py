@@ -25,7 +25,7 @@ def test_a_restarted_server_starts_from_the_running_limit_the_last_one_learned(t
     with live_server(setting) as first:
         slots = first.status()["slots"]
     with sqlite3.connect(path) as db:
-        (engine, learned), *others = db.execute("SELECT engine, learned FROM pace").fetchall()
+        (engine, saved_at, learned), *others = db.execute("SELECT engine, saved_at, learned FROM pace").fetchall()
     kept = LearnedPace.model_validate_json(learned)
     assert not others and kept.limit == slots > 5
     with sqlite3.connect(path) as db:  # as if the first had found the engine's knee at 5
@@ -40,7 +40,8 @@ def test_a_restarted_server_starts_from_the_running_limit_the_last_one_learned(t
         for thread in threads:
             thread.join(30)
     with sqlite3.connect(path) as db:
-        assert [row[0] for row in db.execute("SELECT engine FROM pace")] == [engine]  # the same engine's row
+        (again, saved_again), *others = db.execute("SELECT engine, saved_at FROM pace").fetchall()
+    assert not others and again == engine and saved_again > saved_at  # the same engine's row, saved again
 
 
 def test_a_pace_file_that_will_not_open_leaves_the_server_serving(tmp_path: Path, caplog):

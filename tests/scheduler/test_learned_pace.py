@@ -38,7 +38,7 @@ def test_a_limit_given_what_one_before_learned_starts_at_its_knee_not_at_initial
 
     assert before.value <= 6
     assert fresh.value == before.value
-    assert fresh_line.fit() == pytest.approx(before_line.fit())
+    assert fresh_line.fit() == pytest.approx((0.03, 0.012))
     assert fresh.alone_s == before.alone_s and fresh.target_s == pytest.approx(before.target_s)
     fresh.update(0.03 + 0.012 * fresh.value, fresh.value)  # its first reading counts at once
     assert fresh.counted_s is not None
@@ -49,7 +49,24 @@ def test_under_another_objective_the_line_is_kept_and_the_limit_learned_afresh()
     fresh, fresh_line = ConcurrencyLimit(LimitConfig(initial=16), 0.2, upper=64), TpotLine()
     recall(remember(before, before_line), fresh, fresh_line)
     assert fresh.value == 16 and fresh.set_point_s == pytest.approx(0.2 * 0.9)
-    assert fresh_line.fit() == pytest.approx(before_line.fit())
+    assert fresh_line.fit() == pytest.approx((0.03, 0.012))
+
+
+def test_under_another_headroom_the_limit_and_set_point_are_learned_afresh():
+    before, before_line = learned_on(0.03, 0.012)
+    fresh = ConcurrencyLimit(LimitConfig(initial=16, headroom=0.3), OBJECTIVE, upper=64)
+    recall(remember(before, before_line), fresh, TpotLine())
+    assert fresh.value == 16 and fresh.set_point_s == pytest.approx(0.07)
+
+
+def test_readings_after_the_restart_replace_the_ones_kept():
+    before, before_line = learned_on(0.03, 0.012)
+    line = TpotLine()
+    recall(remember(before, before_line), ConcurrencyLimit(LimitConfig(), OBJECTIVE, upper=64), line)
+    for i in range(200):  # the engine got faster since: another machine's neighbours
+        n = 2 + i % 9
+        line.add(n, 0.02 + 0.006 * n)
+    assert line.fit() == pytest.approx((0.02, 0.006), rel=0.05)
 
 
 def test_a_limit_that_does_not_adapt_keeps_the_engines_slots():
@@ -67,6 +84,8 @@ def test_a_limit_that_does_not_adapt_keeps_the_engines_slots():
         {"objective_s": 0},
         {"alone": [0.03] * 65},
         {"line_sums": [1, 2, 3]},
+        {"line_sums": [-1, 2, 3, 4, 5, 6]},
+        {"set_point_s": 0.2},
         {"unknown": 1},
     ],
 )

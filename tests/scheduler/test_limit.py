@@ -312,7 +312,7 @@ def test_the_engine_alone_is_read_from_the_reading_not_the_smoothed_figure():
     assert limit.alone_s == 0.035 and limit.target_s == limit.set_point_s  # no floor from the batch before
 
 
-@pytest.mark.parametrize("line_knee", [None, 8])
+@pytest.mark.parametrize("line_knee", [None, 8, 0])
 def test_one_low_reading_grows_the_limit_no_further_than_the_fitted_line_allows(line_knee):
     """A step to 5x on llama.cpp: with 7 running, one interval's prefill-free gaps read 0.065 s
     where the line fitted to the last minute read 0.079 s (its knee at 8)."""
@@ -323,5 +323,7 @@ def test_one_low_reading_grows_the_limit_no_further_than_the_fitted_line_allows(
         limit.update(0.065, min(7, limit.value), line_knee=line_knee)
     if line_knee is None:
         assert limit.value >= 10  # the reading's own knee: 7 x (0.09 - 0.025) / (0.065 - 0.025) = 11
-    else:
+    elif line_knee:
         assert 7 <= limit.value <= 8
+    else:  # the line reads the engine over the target alone: no room to grow into
+        assert limit.value == 4
