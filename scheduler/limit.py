@@ -41,8 +41,8 @@ and it grows only while every gap reads within the objective (the target instead
 below lifts it past the objective). Not at light load: a few prompts beside a few sequences are
 not the batch's doing.
 
-Nor past where the TPOT line fitted to the last minute's readings reaches the target
-(scheduler/tpot_line.py), where one is known: a single reading, its prefills' gaps left out, read
+It grows no further than where the TPOT line fitted to the last minute's readings reaches the
+target (scheduler/tpot_line.py), where one is known: a single reading, its prefills' gaps left out, read
 0.065 s with 7 running at a step to 5x capacity on llama.cpp where the line read 0.079 s, and grew
 the limit from 4 to 10 in one interval; lows filled it, and the highs then decoded past the
 objective beside them.
