@@ -84,10 +84,8 @@ class Controller:
         s.admission.max_concurrency = s.limit.update(tpot, running, s.pace.seen_s, line_knee)
         if s.limit.counted_s is not None:  # a stall is no point on the line
             s.tpot_line.add(running, s.limit.counted_s)
-        fit = s.tpot_line.fit()
+        fit = self._caps_from_line()
         s.admission.unbounded = s.demand.served_on_time(fit, s.limit.target_s)
-        s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
-        s.admission.high_cap = reaching(fit, s.limit.target_s)
         if not s.admission.unbounded:
             self.dispatcher.take_back_lower()
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
@@ -117,12 +115,18 @@ class Controller:
         """The limit and the TPOT line where a run before left them (once the engine's slots are known)."""
         s = self.state
         recall(pace, s.limit, s.tpot_line)
-        fit = s.tpot_line.fit()
         s.admission.max_concurrency = s.limit.value
-        s.admission.high_cap = reaching(fit, s.limit.target_s)
-        s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
+        fit = self._caps_from_line()
         log.info("running limit %d from the pace learned before (line %s)", s.limit.value, _line(fit))
         self.dispatcher.dispatch()
+
+    def _caps_from_line(self) -> tuple[float, float] | None:
+        """The caps the fitted TPOT line sets (a burst's, the highs'); returns the line."""
+        s = self.state
+        fit = s.tpot_line.fit()
+        s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
+        s.admission.high_cap = reaching(fit, s.limit.target_s)
+        return fit
 
     def set_upper(self) -> None:
         """The running limit never passes `max_concurrency`, or the engine's slots when it is 0."""
