@@ -78,7 +78,7 @@ from bench.common import (  # noqa: E402
 from bench.engine_cells import CONCURRENCIES, FULL, MAX_TOKENS, QUICK, TEMPERATURE, Cell, Plan  # noqa: E402
 from bench.engine_report import report  # noqa: E402
 from bench.machine import available_gib, own_cpu_s, system_busy_s  # noqa: E402
-from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python, vllm_dtype_args  # noqa: E402
 
 if TYPE_CHECKING:
     import httpx
@@ -148,7 +148,7 @@ def make_servers(engine: str, ours_extra: Sequence[str] = ()) -> list[ServerProc
         settings = OURS_SETTINGS
         peer = ServerProcess(
             "vllm",
-            [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, "--port", str(peer_port)],
+            [py, "-m", "vllm.entrypoints.openai.api_server", *VLLM_ARGS, *vllm_dtype_args(), "--port", str(peer_port)],
             peer_port,
             "/health",
             OFFLINE_ENV,

