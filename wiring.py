@@ -114,9 +114,13 @@ def _responses(config: Config) -> ChainedStore:
     stored = config.responses
     if stored.backend == "redis":
         return RedisResponseStore(
-            config.state.redis_url, stored.ttl_s, stored.max_responses, gateway_name(config.server.port)
+            config.state.redis_url,
+            stored.ttl_s,
+            stored.max_responses,
+            gateway_name(config.server.port),
+            max_per_caller=stored.max_per_caller,
         )
-    return ResponseStore(stored.path, stored.ttl_s, stored.max_responses)
+    return ResponseStore(stored.path, stored.ttl_s, stored.max_responses, max_per_caller=stored.max_per_caller)
 
 
 def _gpu_monitor(config: Config, scheduler: Scheduler) -> GpuMonitor | None:

@@ -60,6 +60,8 @@ def build_runner(services: Services) -> BatchRunner:
                 responses.checked_chat(data, model)
             else:
                 parse_body(data)
+                if data.get("request_id") is not None:  # each line's answer has an id of its own
+                    raise ValueError("body.request_id: a batch line is named by its custom_id")
         except BoundError as exc:
             raise ValueError(f"body.{exc.param}: {exc}" if exc.param else f"body: {exc}") from None
         except Refusal as exc:

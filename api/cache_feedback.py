@@ -45,7 +45,7 @@ async def cache_feedback(request: Request) -> dict:
             code="invalid_value",
         )
     if isinstance(given, str):
-        reported = services.pipeline.cache.report(given, source)
+        reported = services.pipeline.cache.report(caller.name, given, source)
         if reported is None:
             raise APIError(
                 404, f"no recent similar-question answer has the id {given[:140]!r}", param="request", code="not_found"

@@ -54,6 +54,9 @@ def parse_body(data: dict) -> ChatCompletionRequest:
         raise APIError(400, f"only n=1 is supported; got n={body.n}", param="n", code="invalid_value")
     if len(body.stop_list) > 4:
         raise APIError(400, "stop takes at most 4 sequences", param="stop", code="invalid_value")
+    if body.min_tokens and body.requested_max_tokens is not None and body.min_tokens > body.requested_max_tokens:
+        message = f"min_tokens ({body.min_tokens}) is more than {body.max_tokens_param} ({body.requested_max_tokens})"
+        raise APIError(400, message, param="min_tokens", code="invalid_value")
     return body
 
 

@@ -22,7 +22,10 @@ async def tokenize(request: Request) -> dict:
     check_ready(engine)
     tools = tool_use(body.tools, None, None)
     prompt = await engine.prepare(
-        [m.to_chat() for m in body.messages], body.reasoning_effort, tools.tools if tools else ()
+        [m.to_chat() for m in body.messages],
+        body.reasoning_effort,
+        tools.tools if tools else (),
+        body.chat_template_kwargs,
     )
     ids = prompt.payload if isinstance(prompt.payload, list) else []
     return {"count": prompt.num_tokens, "max_model_len": engine.capabilities.max_model_len, "tokens": ids}

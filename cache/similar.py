@@ -35,7 +35,7 @@ class SimilarAnswers:
             config.max_candidates,
         )
         self._blocked: set[Pairing] = set()
-        self._served: OrderedDict[str, Pairing] = OrderedDict()
+        self._served: OrderedDict[tuple[str, str], Pairing] = OrderedDict()
         self.hits = 0
         self.false_hits = 0  # pairings reported wrong
 
@@ -61,15 +61,16 @@ class SimilarAnswers:
             key.canonical, skip=lambda digest: digest == key.digest or Pairing(digest, key.digest) in self._blocked
         )
 
-    def served(self, response_id: str, pairing: Pairing) -> None:
-        """Remember which pairing answered `response_id`, so feedback may name just the id."""
-        self._served[response_id] = pairing
-        self._served.move_to_end(response_id)
+    def served(self, caller: str, response_id: str, pairing: Pairing) -> None:
+        """Remember which pairing answered `caller`'s `response_id`, so its feedback may name just
+        the id. Per caller: a client picks its own ids, and another's report must not reach it."""
+        self._served[caller, response_id] = pairing
+        self._served.move_to_end((caller, response_id))
         while len(self._served) > SERVED_KEPT:
             self._served.popitem(last=False)
 
-    def pairing_of(self, response_id: str) -> Pairing | None:
-        return self._served.get(response_id)
+    def pairing_of(self, caller: str, response_id: str) -> Pairing | None:
+        return self._served.get((caller, response_id))
 
     def block(self, pairing: Pairing) -> bool:
         """True when the pairing was not blocked before (a repeated report counts once)."""

@@ -12,6 +12,7 @@ other transports could, and it sits beside the other stores."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import logging
@@ -343,27 +344,31 @@ class HistoryStore:
             raise ImportProblem("would_drop", n=held + len(items) - limit, limit=limit)
 
     async def _insert(self, db: aiosqlite.Connection, owner: str, pairs: builtins.list[tuple[str, Imported]]) -> None:
-        """Every row built first (a value JSON cannot hold fails before any write), then two inserts."""
-        now = self.clock()
-        conversations: builtins.list[tuple] = []  # `list` in this class is the method
-        messages: builtins.list[tuple] = []
-        for conversation_id, item in reversed(pairs):  # the file's first conversation ends up at the top
-            created = item.created or now
-            conversations.append(
-                (conversation_id, owner, title_from(item.title), created, now, json.dumps(item.settings))
-            )
-            messages += [
-                (
-                    conversation_id,
-                    m.role,
-                    m.content,
-                    m.reasoning,
-                    json.dumps(m.details),
-                    INTERRUPTED if m.outcome == STREAMING else m.outcome,
-                    m.reason,
-                    m.created or created,
-                )
-                for m in item.messages
-            ]
+        """Every row built first, in a thread (an import file of 50 MiB is a million messages; a value
+        JSON cannot hold fails before any write), then two inserts."""
+        conversations, messages = await asyncio.to_thread(_rows, owner, pairs, self.clock())
         await db.executemany("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)", conversations)
         await db.executemany(_INSERT_MESSAGE, messages)
+
+
+def _rows(owner: str, pairs: list[tuple[str, Imported]], now: float) -> tuple[list[tuple], list[tuple]]:
+    """The conversations' rows and their messages' rows, for an import."""
+    conversations: list[tuple] = []
+    messages: list[tuple] = []
+    for conversation_id, item in reversed(pairs):  # the file's first conversation ends up at the top
+        created = item.created or now
+        conversations.append((conversation_id, owner, title_from(item.title), created, now, json.dumps(item.settings)))
+        messages += [
+            (
+                conversation_id,
+                m.role,
+                m.content,
+                m.reasoning,
+                json.dumps(m.details),
+                INTERRUPTED if m.outcome == STREAMING else m.outcome,
+                m.reason,
+                m.created or created,
+            )
+            for m in item.messages
+        ]
+    return conversations, messages

@@ -14,11 +14,12 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 from core.types import ChatMessage, Delta, FinishReason, GenParams, Prompt, TokenLogprob, Tool, ToolFormat
-from engine.base import Capabilities, EngineError, EngineStats
+from engine.base import Capabilities, EngineError, EngineRejected, EngineStats
 from engine.chat_template import message_dicts, template_for_tools, tool_dicts, tool_format
 from engine.harmony import CHANNEL, MESSAGE, split_channels
 from engine.harmony_answer import ANSWER_SUFFIX, THINKING_ENDS, answer_header
@@ -55,6 +56,9 @@ class VllmEngine:
         self._parts: dict[str, str] = {}  # a request's id -> the id of its vLLM request now (a new one per resume)
         self._suspended = Suspensions()
         self._aborting: set[asyncio.Task] = set()
+        # templating and tokenizing a prompt (up to the body bound, 1 MiB) run here, off the event loop;
+        # one thread, since a fast tokenizer used from two at once can raise "Already borrowed"
+        self._prompts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vllm-prompt")
 
     @classmethod
     def from_config(cls, config: EngineConfig) -> VllmEngine:
@@ -143,11 +147,17 @@ class VllmEngine:
             extra["chat_template"] = own
         if tools:
             extra["tools"] = tool_dicts(tools)
+        ids = await asyncio.get_running_loop().run_in_executor(self._prompts, self._token_ids, messages, extra)
+        return Prompt(num_tokens=len(ids), payload=ids)
+
+    def _token_ids(self, messages: list[ChatMessage], extra: dict[str, Any]) -> list[int]:
         text = self._tokenizer.apply_chat_template(
             message_dicts(messages), add_generation_prompt=True, tokenize=False, **extra
         )
-        ids = self._tokenizer.encode(text, add_special_tokens=False)
-        return Prompt(num_tokens=len(ids), payload=ids)
+        return self._encode(text)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         from vllm.exceptions import VLLMValidationError
@@ -165,8 +175,8 @@ class VllmEngine:
         try:
             async for delta in deltas:
                 yield delta
-        except VLLMValidationError as exc:
-            raise EngineError(str(exc)) from None
+        except VLLMValidationError as exc:  # the request's own values (min_tokens over max_tokens, a logit_bias token)
+            raise EngineRejected(str(exc)) from None
 
     async def _run(
         self, request_id: str, token_ids: list[int], params: GenParams, written: list[int] | None = None
@@ -229,7 +239,7 @@ class VllmEngine:
             if header is None:
                 yield delta
                 continue
-            header_ids = self._tokenizer.encode(header, add_special_tokens=False)
+            header_ids = await asyncio.get_running_loop().run_in_executor(self._prompts, self._encode, header)
             room = params.max_tokens - (len(written) - 1) - len(header_ids)
             if room < 1:
                 yield replace(delta, finish_reason="length", stop_sequence=None)

@@ -96,21 +96,21 @@ class CachePath:
         answer, plan.similar = found
         return answer
 
-    def served(self, plan: CachePlan, response_id: str) -> None:
-        """A similar hit went out as `response_id`: feedback may name it."""
+    def served(self, plan: CachePlan, caller: str, response_id: str) -> None:
+        """A similar hit went out to `caller` as `response_id`: its feedback may name it."""
         similar = self.cache.similar if isinstance(self.cache, ResponseCache) else None
         if plan.pairing is not None and similar is not None:
-            similar.served(response_id, plan.pairing)
+            similar.served(caller, response_id, plan.pairing)
 
     def report(
-        self, response_id: str, source: str | None = None, request: str | None = None
+        self, caller: str, response_id: str, source: str | None = None, request: str | None = None
     ) -> tuple[Pairing, bool] | None:
-        """A similar hit reported wrong by the id it went out as: its pairing is never served again
-        (and whether this report was its first). None where no recent hit went out as that id, or
-        the hit is not of `source` or not for the request whose key is `request`."""
+        """A similar hit reported wrong by the id it went out to `caller` as: its pairing is never
+        served again (and whether this report was its first). None where no recent hit went out to
+        `caller` as that id, or the hit is not of `source` or not for the request whose key is `request`."""
         if not isinstance(self.cache, ResponseCache) or self.cache.similar is None:
             return None
-        pairing = self.cache.similar.pairing_of(response_id)
+        pairing = self.cache.similar.pairing_of(caller, response_id)
         if pairing is None or source not in (None, pairing.source) or request not in (None, pairing.request):
             return None
         return pairing, self.cache.block(pairing)

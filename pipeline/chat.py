@@ -101,7 +101,7 @@ class ChatPipeline:
             self.abandoned["cache"] += 1
             raise
         run = ChatRun(self, call, request_id, priority, plan, hit)
-        self.cache.served(plan, request_id)
+        self.cache.served(plan, call.caller.name, request_id)
         if hit is None:
             try:
                 run.ticket, run.forced = await self._submit(call, request_id, priority, score)

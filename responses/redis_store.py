@@ -1,7 +1,7 @@
 """Stored responses on Redis (`responses.backend: redis`, at `state.redis_url`), so a chain made
 through one gateway continues through another behind the same load balancer. Each response is
 one key that expires with `ttl_s`; a sorted set by age keeps the count under `max_responses`,
-oldest first. A write is acknowledged by Redis before the client hears the response completed;
+oldest first, and one per caller its own under `max_per_caller`. A write is acknowledged by Redis before the client hears the response completed;
 what Redis keeps across its own restarts is its persistence setting (AOF, RDB). A Redis that
 stops answering is a 503, never a response silently not stored."""
 
@@ -21,6 +21,7 @@ from responses.store import UNFINISHED, ChainedStore, StoredResponse, failed_by_
 
 PREFIX = "gptoss:response:"
 BY_AGE = "gptoss:responses:by-age"
+BY_CALLER = "gptoss:responses:by-caller:"  # + the caller's name
 
 
 class StoreUnavailable(RuntimeError):
@@ -29,9 +30,16 @@ class StoreUnavailable(RuntimeError):
 
 class RedisResponseStore(ChainedStore):
     def __init__(
-        self, url: str, ttl_s: float, max_responses: int, owner: str, clock: Callable[[], float] = time.time
+        self,
+        url: str,
+        ttl_s: float,
+        max_responses: int,
+        owner: str,
+        clock: Callable[[], float] = time.time,
+        max_per_caller: int | None = None,
     ) -> None:
         self.url, self.ttl_s, self.max_responses, self.clock = url, ttl_s, max_responses, clock
+        self.max_per_caller = max_per_caller or max_responses
         self.owner = owner  # this gateway: the one whose background responses it fails after a restart
         self._redis: Redis | None = None
 
@@ -56,16 +64,28 @@ class RedisResponseStore(ChainedStore):
             "input_items": stored.input_items,
             "owner": self.owner,
         }
-        now, redis = self.clock(), self._client()
+        now, redis, own = self.clock(), self._client(), BY_CALLER + stored.caller
         async with redis.pipeline(transaction=True) as tx:
             tx.set(PREFIX + stored.id, json.dumps(entry, ensure_ascii=False), px=int(self.ttl_s * 1000))
             tx.zadd(BY_AGE, {stored.id: stored.created})
+            tx.zadd(own, {stored.id: stored.created})
             tx.zremrangebyscore(BY_AGE, "-inf", now - self.ttl_s)
+            tx.zremrangebyscore(own, "-inf", now - self.ttl_s)
+            tx.zcard(own)
             tx.zcard(BY_AGE)
-            count = (await self._run(tx.execute()))[-1]
-        if count > self.max_responses:
-            oldest = await self._run(redis.zpopmin(BY_AGE, count - self.max_responses))
-            await self._run(redis.delete(*(PREFIX + rid.decode() for rid, _ in oldest)))
+            mine, count = (await self._run(tx.execute()))[-2:]
+        if mine > self.max_per_caller:  # one the global bound took may still be named here: gone already
+            await self._drop(await self._run(redis.zpopmin(own, mine - self.max_per_caller)), BY_AGE)
+        elif count > self.max_responses:
+            await self._drop(await self._run(redis.zpopmin(BY_AGE, count - self.max_responses)), None)
+
+    async def _drop(self, popped: list[tuple[bytes, float]], index: str | None) -> None:
+        """The responses popped off one sorted set, and their names in `index` too."""
+        ids = [rid.decode() for rid, _ in popped]
+        if ids:
+            await self._run(self._client().delete(*(PREFIX + rid for rid in ids)))
+            if index is not None:
+                await self._run(self._client().zrem(index, *ids))
 
     async def update(self, response_id: str, caller: str, response: dict) -> None:
         entry = await self._entry(response_id, caller)
@@ -88,6 +108,7 @@ class RedisResponseStore(ChainedStore):
             return False
         await self._run(self._client().delete(PREFIX + response_id))
         await self._run(self._client().zrem(BY_AGE, response_id))
+        await self._run(self._client().zrem(BY_CALLER + caller, response_id))
         return True
 
     async def _entry(self, response_id: str, caller: str) -> dict | None:

@@ -2,8 +2,8 @@
 through aiosqlite. A response is written, and the write committed, before its client is told it
 completed, so a `kill -9` loses nothing acknowledged. Each response keeps only its own input and
 output items and its predecessor's id; a continuation walks the chain. Bounded by age (`ttl_s`)
-and by count (`max_responses`, oldest first). Every read is by (id, caller): another caller's
-response does not exist for it."""
+and by count (`max_responses`, oldest first; `max_per_caller`, a caller's own oldest first). Every
+read is by (id, caller): another caller's response does not exist for it."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS responses (
 )
 """
 _BY_AGE = "CREATE INDEX IF NOT EXISTS responses_by_age ON responses (created)"
+_BY_CALLER = "CREATE INDEX IF NOT EXISTS responses_by_caller ON responses (caller, created)"
 MAX_CHAIN = 10_000
 PURGE_INTERVAL_S = 3600.0
 
@@ -102,8 +103,16 @@ class ChainedStore(abc.ABC):
 
 
 class ResponseStore(ChainedStore):
-    def __init__(self, path: str, ttl_s: float, max_responses: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str,
+        ttl_s: float,
+        max_responses: int,
+        clock: Callable[[], float] = time.time,
+        max_per_caller: int | None = None,
+    ) -> None:
         self.path, self.ttl_s, self.max_responses, self.clock = Path(path), ttl_s, max_responses, clock
+        self.max_per_caller = max_per_caller or max_responses
         self._file = SqliteFile(self.path, "the response store", log, clock)
         self._count = 0
         self._purged = 0.0
@@ -132,6 +141,7 @@ class ResponseStore(ChainedStore):
     async def _setup(self, db: aiosqlite.Connection) -> None:
         await db.execute(_SCHEMA)
         await db.execute(_BY_AGE)
+        await db.execute(_BY_CALLER)
         async with db.execute("SELECT COUNT(*) FROM responses") as cur:
             row = await cur.fetchone()
         self._count = row[0] if row is not None else 0  # COUNT(*) always has its row
@@ -153,6 +163,7 @@ class ResponseStore(ChainedStore):
                 ),
             )
             self._count += cur.rowcount
+            self._count -= await self._evict_own(db, stored.caller)
         if self._count > self.max_responses:
             await self._evict(self._count - self.max_responses)
         if self.clock() - self._purged > PURGE_INTERVAL_S:
@@ -190,6 +201,15 @@ class ResponseStore(ChainedStore):
         self._count -= cur.rowcount
         if self._count > self.max_responses:
             await self._evict(self._count - self.max_responses)
+
+    async def _evict_own(self, db: aiosqlite.Connection, caller: str) -> int:
+        """The caller's own oldest past `max_per_caller`; how many went."""
+        cur = await db.execute(
+            "DELETE FROM responses WHERE id IN (SELECT id FROM responses WHERE caller = ? "
+            "ORDER BY created DESC LIMIT -1 OFFSET ?)",
+            (caller, self.max_per_caller),
+        )
+        return cur.rowcount
 
     async def _evict(self, n: int) -> None:
         async with self._file.transaction() as db:

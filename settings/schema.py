@@ -726,6 +726,14 @@ class ResponsesConfig(Section):
     )
     ttl_s: float = Field(2_592_000.0, ge=1.0, description="How long a response is kept: 30 days, as OpenAI keeps them.")
     max_responses: int = Field(100_000, ge=1, description="Past it, the oldest go first.")
+    max_per_caller: int = Field(
+        10_000,
+        ge=1,
+        description=(
+            "Past it, a caller's own oldest go first: one caller storing response after response does not push "
+            "out everyone else's."
+        ),
+    )
 
 
 class UsageConfig(Section):

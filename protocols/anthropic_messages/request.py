@@ -29,6 +29,9 @@ REFUSED_BLOCKS = {
 }
 
 
+MAX_STOP_SEQUENCES = 16  # Anthropic names no bound; every one is matched against each token's text
+
+
 class _Block(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     cache_control: dict[str, Any] | None = None  # Anthropic's prompt caching: the engine's prefix cache does it here
@@ -130,7 +133,7 @@ class MessagesRequest(BaseModel):
     max_tokens: int = Field(ge=1)
     messages: list[MessageParam] = Field(min_length=1)
     system: str | list[TextBlock] | None = None
-    stop_sequences: list[str] | None = None
+    stop_sequences: list[str] | None = Field(default=None, max_length=MAX_STOP_SEQUENCES)
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=0)

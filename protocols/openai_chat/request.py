@@ -148,14 +148,17 @@ def unknown_fields(data: dict[str, Any]) -> tuple[str, str] | None:
 
 class TokenizeRequest(BaseModel):
     """vLLM's chat form of `POST /tokenize`: the messages as the chat template lays them out,
-    generation prompt included, so the count is what a completion's prompt would take."""
+    generation prompt included, so the count is what a completion's prompt would take. Another of
+    vLLM's fields is a 400 naming it: a count that silently left it out would be a wrong count."""
 
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     tools: list[ToolDef] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    add_generation_prompt: Literal[True] = True  # what a gateway of ours sends; always so here
 
 
 def describe(error: ValidationError) -> tuple[str, str]:

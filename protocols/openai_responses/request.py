@@ -4,6 +4,7 @@ so an error names the item (`input.2.call_id`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -272,7 +273,7 @@ def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[Custom
     for i, raw in enumerate(body.tools or ()):
         kind = raw.get("type")
         if kind in HOSTED_TOOLS:
-            hosted.append(str(raw.get("name") or kind))
+            hosted.append(_hosted_name(raw.get("name"), kind))
             continue
         if kind not in ("function", "custom"):
             raise ResponsesInputError(
@@ -301,3 +302,9 @@ def json_schema_format(fmt: TextFormat) -> JsonSchemaFormat:
     return JsonSchemaFormat(
         name=fmt.name or "response", description=fmt.description, schema=fmt.schema_, strict=fmt.strict
     )
+
+
+def _hosted_name(name: object, kind: str) -> str:
+    """A hosted tool's own name where it is a plain tool name, else its type: it goes into a
+    response header and the log, where a client's newline or non-Latin-1 text would be a 500."""
+    return name if isinstance(name, str) and re.fullmatch(NAME_PATTERN, name) else kind

@@ -240,6 +240,7 @@ def test_max_completion_tokens_wins_over_max_tokens(server):
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
         ({"extra_body": {"max_tokens": "12"}}, "max_tokens"),
         ({"extra_body": {"priority": "urgent"}}, "priority"),
+        ({"max_tokens": 4, "extra_body": {"min_tokens": 5}}, "min_tokens"),
     ],
 )
 @pytest.mark.parametrize("stream", [False, True])

@@ -86,6 +86,7 @@ def test_a_batch_runs_to_completed_with_its_output_and_errors(tmp_path) -> None:
         ([line(1), line(2, temperature="hot")], (2, "body.temperature")),
         ([line(1), line(2, stream=True)], (2, "stream")),
         ([line(1), line(2, frobnicate=True)], (2, "body.frobnicate")),
+        ([line(1), line(2, request_id="mine-2")], (2, "body.request_id")),
         ([line(1), {**line(2), "custom_id": "\udfff"}], (2, "custom_id: text must be valid Unicode")),
         ([line(1), line(2, user="\ud800")], (2, "body.user: text must be valid Unicode")),
     ],

@@ -180,6 +180,7 @@ def test_models_list_in_anthropics_shape(live: LiveServer) -> None:
         ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0.type"),
         ({"frobnicate": 1}, "frobnicate"),
         ({"max_tokens": 0}, "max_tokens"),
+        ({"stop_sequences": ["zq"] * 17}, "stop_sequences"),
         ({"tool_choice": {"type": "tool", "name": "nope"}, "tools": [WEATHER]}, "tool_choice"),
         ({"tool_choice": {"type": "any"}}, "tool_choice"),  # a required call needs tools
         (

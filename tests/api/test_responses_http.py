@@ -174,6 +174,13 @@ def test_hosted_tools_are_not_shown_and_are_named_in_a_header(server: LiveServer
     assert [t["name"] for t in response.json()["tools"]] == ["get_weather"]
 
 
+def test_a_hosted_tools_name_that_no_header_can_carry_is_named_by_its_type(server: LiveServer) -> None:
+    tools = [{"type": "web_search", "name": "x\u20ac"}, {"type": "mcp", "name": "a\nb"}, {"type": "file_search"}]
+    response = post(server, input="hi", tools=tools)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-unsupported-tools"] == "web_search, mcp, file_search"
+
+
 def test_a_stored_response_is_its_callers_own_and_survives_a_restart(tmp_path) -> None:
     store = [KEYS, f"responses.path={tmp_path / 'responses.sqlite3'}"]
     with live_server(*store) as live:

@@ -140,6 +140,21 @@ def test_feedback_by_response_id_blocks_the_pairing_and_counts(http: httpx.Clien
     assert "gptoss_cache_similar_hits_total" in metrics and "gptoss_cache_similar_false_hits_total" in metrics
 
 
+def test_feedback_by_response_id_reaches_only_the_callers_own_hit(live: LiveServer, http: httpx.Client):
+    """A client picks its own response ids: another key naming the same id reports nothing of A's,
+    and A's report of its id is still A's, whoever sent that id since."""
+    http.post(CHAT, json=body(QUESTION, "feedback owner"))
+    hit = http.post(CHAT, json=body(PARAPHRASE, "feedback owner", request_id="shared-id-1"))
+    assert hit.headers["x-cache"] == "SIMILAR"
+    with live.http(headers={"Authorization": B_KEY}) as other:
+        assert other.post("/v1/cache/feedback", json={"request": "shared-id-1"}).status_code == 404
+        other.post(CHAT, json=body(QUESTION, "feedback owner, b"))
+        mine = other.post(CHAT, json=body(PARAPHRASE, "feedback owner, b", request_id="shared-id-1"))
+        assert mine.headers["x-cache"] == "SIMILAR"
+    reported = http.post("/v1/cache/feedback", json={"request": "shared-id-1"})
+    assert reported.status_code == 200 and reported.json()["cache_source"] == hit.headers["x-cache-source"]
+
+
 def test_feedback_with_the_request_body_and_its_errors(http: httpx.Client):
     http.post(CHAT, json=body(QUESTION, "feedback body"))
     asked = body(PARAPHRASE, "feedback body")

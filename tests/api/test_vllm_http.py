@@ -205,3 +205,38 @@ def test_a_suspended_sequence_resumes_where_it_stopped(vllm_server):
     assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]  # no abort reached the stream
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
     assert vllm_server.services.engine._engine.get_num_unfinished_requests() == 0
+
+
+def test_a_value_the_engine_refuses_is_a_400_not_a_500(vllm_server):
+    """vLLM validates a token id in `logit_bias` against the vocabulary only when it runs."""
+    response = httpx.post(
+        vllm_server.url + "/v1/chat/completions",
+        timeout=30,
+        json={
+            "model": "smollm2-135m-instruct",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+            "logit_bias": {"999999999": 1},
+        },
+    )
+    assert response.status_code == 400, response.text
+    assert vllm_server.status()["running"] == 0
+
+
+def test_a_prompt_is_templated_and_tokenized_off_the_event_loop(vllm_server, monkeypatch):
+    """A body may carry 1 MiB of text: on the loop, every stream of the server waited for it."""
+    engine = vllm_server.services.engine
+    seen: list[str] = []
+    real = engine._token_ids
+
+    def watched(*args):
+        seen.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(engine, "_token_ids", watched)
+    response = httpx.post(
+        vllm_server.url + "/v1/chat/completions",
+        timeout=30,
+        json={"model": "smollm2-135m-instruct", "messages": HI, "max_tokens": 2},
+    )
+    assert response.status_code == 200 and seen and all(name.startswith("vllm-prompt") for name in seen)

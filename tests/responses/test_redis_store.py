@@ -55,3 +55,20 @@ async def test_past_the_bound_the_oldest_go_first_on_redis(redis_url: str) -> No
         assert await store.get(f"{tag}-3", "alice") is not None and await store.get(f"{tag}-3", "bob") is None
     finally:
         await store.close()
+
+
+async def test_a_caller_past_its_own_bound_pushes_out_only_its_own_oldest_on_redis(redis_url: str) -> None:
+    store = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test", max_per_caller=3)
+    await store.open()
+    tag, now = uuid.uuid4().hex[:8], time.time()
+    alice, mallory = f"alice-{tag}", f"mallory-{tag}"
+    try:
+        await store.put(StoredResponse(f"{tag}-a", alice, now - 30, None, {"output": []}, []))
+        for i in range(10):
+            await store.put(StoredResponse(f"{tag}-m{i}", mallory, now - 20 + i, None, {"output": []}, []))
+        assert await store.get(f"{tag}-a", alice) is not None
+        kept = [i for i in range(10) if await store.get(f"{tag}-m{i}", mallory) is not None]
+        assert kept == [7, 8, 9]
+        assert await store._redis.zscore("gptoss:responses:by-age", f"{tag}-m0") is None  # gone from the index too
+    finally:
+        await store.close()

@@ -31,7 +31,9 @@ def stored(rid: str, caller: str = "alice", created: float = 0.0, previous: str 
 
 
 async def opened(path: Path, clock, **bounds) -> ResponseStore:
-    store = ResponseStore(str(path), bounds.get("ttl_s", 100.0), bounds.get("max_responses", 100), clock)
+    store = ResponseStore(
+        str(path), bounds.get("ttl_s", 100.0), bounds.get("max_responses", 100), clock, bounds.get("max_per_caller")
+    )
     await store.open()
     return store
 
@@ -63,6 +65,17 @@ async def test_age_and_count_bound_the_store_across_a_reopen(tmp_path):
     await store.close()
     store = await opened(path, lambda: now[0], ttl_s=5.0, max_responses=2)
     assert (await store.get("c", "alice")).response["id"] == "c"
+    await store.close()
+
+
+async def test_a_caller_past_its_own_bound_pushes_out_only_its_own_oldest(tmp_path):
+    store = await opened(tmp_path / "r.sqlite3", lambda: 10.0, max_responses=100, max_per_caller=3)
+    await store.put(stored("a1", "alice", created=1.0))
+    for i in range(10):
+        await store.put(stored(f"m{i}", "mallory", created=2.0 + i))
+    assert await store.get("a1", "alice") is not None
+    kept = [i for i in range(10) if await store.get(f"m{i}", "mallory") is not None]
+    assert kept == [7, 8, 9]
     await store.close()
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -14,6 +15,8 @@ from typing import Any
 
 import pytest
 
+import conversations.store as store_module
+import ui.history.imports as imports_module
 from conversations.store import Conversation, HistoryStore
 from tests.conversations.test_store import chat, opened
 from ui.history.export import to_json, to_markdown
@@ -382,3 +385,22 @@ async def test_export_all_survives_a_time_stored_before_imports_were_checked(ope
     assert (await store.get(OWNER, cid)).created == float("inf")
     assert "1970-01-01" in to_markdown(await export_all(store))
     assert json.loads(to_json(await export_all(store)))["conversations"][0]["title"] == "from an old import"
+
+
+async def test_a_large_import_is_read_and_stored_off_the_event_loop(open_store, tmp_path, monkeypatch):
+    """A 50 MiB file is a million messages to check and turn into rows: done on the loop, every
+    request and stream of the server waited for it."""
+    threads: dict[str, bool] = {}
+
+    def watched(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            threads[name] = threading.current_thread() is threading.main_thread()
+            return real(*args)
+
+        return run
+
+    monkeypatch.setattr(imports_module, "parse_import", watched("parse", imports_module.parse_import))
+    monkeypatch.setattr(store_module, "_rows", watched("rows", store_module._rows))
+    store = await open_store(tmp_path / "h.sqlite3")
+    assert await import_file(store, OWNER, ours(good(), good("Tries"))) == 2
+    assert threads == {"parse": False, "rows": False}

@@ -232,6 +232,8 @@ def test_page_batch_and_api_count_against_the_same_caller(make_ui_server: Callab
     assert used["data"][0]["requests"] == 4 and used["data"][0]["completion_tokens"] > 0
     *_, info = alice.predict(*CHAT, api_name="/respond")  # the page is held to the same limit
     assert "rate limit reached for alice" in info
+    shown, *_ = alice.predict("one\ntwo", None, "English", api_name="/submit_job")  # as POST /v1/batches
+    assert "rate limit reached for alice" in shown
     header, monitor, *_ = alice.predict("English", api_name="/refresh")
     assert "limits: rpm 4" in header and "5 requests in 24 h" in header
     assert "Users, last 24 hours" not in monitor  # the per-user table is for admins

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from fastapi import Request
@@ -66,8 +67,17 @@ class Sessions:
         now = self.clock()
         for token in [t for t, (_, _, until) in self._open.items() if until <= now]:
             del self._open[token]
+        if len(self._open) >= _MAX_SESSIONS:
+            self._evict()
+
+    def _evict(self) -> None:
+        """Full: the oldest session of the key that holds the most ends, so a client signing in over
+        and over with one key (or with none) ends its own sessions, not everyone else's."""
+        held = Counter(key_digest for _, key_digest, _ in self._open.values())
+        most = max(held, key=lambda d: held[d])
         while len(self._open) >= _MAX_SESSIONS:
-            self._open.pop(next(iter(self._open)))
+            oldest = next(t for t, (_, key_digest, _) in self._open.items() if key_digest == most)
+            del self._open[oldest]
 
 
 class PageGuard:

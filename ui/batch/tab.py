@@ -12,6 +12,7 @@ from gradio.utils import get_upload_folder
 
 from batches.store import StorageFull
 from core.private_files import private_folder_in
+from pipeline.refusal import Refusal
 from ui.account.uploads import UploadRefused, uploaded_file
 from ui.batch import api_jobs
 from ui.batch.jobs import BatchInputError, parse_prompts, run_batch, write_results
@@ -174,6 +175,10 @@ class _JobHandlers:
 
     async def submit_job(self, text: str, file: str | None, language: str, request: gr.Request) -> tuple:
         caller, services = self.page.caller_of(request), self.page.services
+        try:
+            services.pipeline.limiter.admit_request(caller)  # as POST /v1/batches counts it
+        except Refusal as refused:
+            return f"⚠️ {refused.message}", gr.update(), gr.update()
         try:
             items = await asyncio.to_thread(parse_prompts, text, uploaded_file(file))
         except (BatchInputError, UploadRefused) as exc:

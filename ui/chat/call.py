@@ -95,7 +95,8 @@ def report_similar(
     except ValidationError:
         return False
     plan = pipeline.cache.plan(pipeline.engine.capabilities.model, body, caller.cache_namespace)
-    return plan.key is not None and pipeline.cache.report(response_id, request=plan.key.digest) is not None
+    report = pipeline.cache.report(caller.name, response_id, request=plan.key.digest) if plan.key else None
+    return report is not None
 
 
 def _is_thinking(message: dict) -> bool:

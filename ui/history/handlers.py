@@ -8,6 +8,7 @@ renames, exports and deletes nothing."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import gradio as gr
@@ -102,14 +103,14 @@ class SidebarHandlers:
     ) -> tuple[Update, str]:
         who = self.owner(request)
         one = await self.store.get(who, conversation_id) if who is not None and conversation_id else None
-        return exported([one] if one is not None else [], False, fmt, language)
+        return await asyncio.to_thread(exported, [one] if one is not None else [], False, fmt, language)
 
     async def history_export_all(self, fmt: str, language: str, request: gr.Request) -> tuple[Update, str]:
         who = self.owner(request)
         if who is None:
             return exported([], True, fmt, language)
         full = [c for c in [await self.store.get(who, s.id) for s in await self.store.list(who)] if c is not None]
-        return exported(full, True, fmt, language)
+        return await asyncio.to_thread(exported, full, True, fmt, language)  # a whole history: off the event loop
 
     async def history_import(
         self, path: str | None, query: str, conversation_id: str | None, language: str, request: gr.Request
@@ -118,7 +119,7 @@ class SidebarHandlers:
         if who is None or not path:
             return gr.update(), message(code, "history_off")
         try:
-            n = await import_file(self.store, who, _uploaded(path))
+            n = await import_file(self.store, who, await asyncio.to_thread(_uploaded, path))
         except ImportProblem as problem:  # the whole file refused, the store as it was
             gr.Warning(describe(problem, code))
             return gr.update(), "⚠️ " + describe(problem, code)

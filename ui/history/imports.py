@@ -6,6 +6,7 @@ message's details or of the settings are dropped, a known one of the wrong type 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -54,7 +55,7 @@ def describe(problem: ImportProblem, lang: str) -> str:
 async def import_file(store: HistoryStore, owner: str, data: bytes) -> int:
     """Parses and stores a file whole: how many conversations came in, or an ImportProblem (the
     store then holds exactly what it held before)."""
-    found = parse_import(data, Limits.of(store.config))
+    found = await asyncio.to_thread(parse_import, data, Limits.of(store.config))  # up to 50 MiB: off the event loop
     try:
         await store.import_conversations(owner, found)
     except sqlite3.Error as exc:
