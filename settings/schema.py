@@ -861,6 +861,14 @@ class UiConfig(Section):
             "Largest file the page accepts (a conversation import, a batch's prompts); larger is refused at upload."
         ),
     )
+    max_upload_store_bytes: int = Field(
+        2_147_483_648,
+        ge=1_048_576,
+        description=(
+            "Bytes of uploads kept on disk in all (2 GiB); past it, the oldest file of the session holding the "
+            "most goes (a file is kept only for the session that uploaded it to use)."
+        ),
+    )
 
 
 class Config(Section):

@@ -25,7 +25,8 @@ def mount_ui(app: FastAPI, services: Services, config_path: str) -> None:
     app.state.signed_in = lambda request: sessions.caller(request.cookies.get(COOKIE))
     if sessions.required:
         add_sign_in(app, sessions, services.config.server)
-    app.add_middleware(UploadGuard, uploads=Uploads(), max_body_bytes=services.config.server.max_body_bytes)
+    uploads = Uploads(services.config.ui.max_upload_store_bytes)
+    app.add_middleware(UploadGuard, uploads=uploads, max_body_bytes=services.config.server.max_body_bytes)
     app.add_middleware(PageGuard, sessions=sessions, api_routes=lambda: app.routes)
     app.add_middleware(BrowserId)
     blocks = build_ui(services, sessions, config_path, history)

@@ -6,6 +6,7 @@ Gradio sees the call."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections import OrderedDict
@@ -33,24 +34,69 @@ class UploadRefused(ValueError):
 
 
 class Uploads:
-    """What each browser session uploaded, newest kept, within a bound."""
+    """What each browser session uploaded, newest kept, within bounds: files per session, sessions,
+    and `max_bytes` on disk in all. A file that falls out is deleted (no handler may open it any
+    more): Gradio keeps every upload in its cache for as long as the server runs, so without a bound
+    a signed-in client uploading over and over fills the disk every store writes to. Past
+    `max_bytes` the session holding the most bytes loses its oldest file first."""
 
-    def __init__(self) -> None:
-        self._by_owner: OrderedDict[str, OrderedDict[str, None]] = OrderedDict()
+    def __init__(self, max_bytes: int = 2 << 30) -> None:
+        self.max_bytes = max_bytes
+        self._by_owner: OrderedDict[str, OrderedDict[str, int]] = OrderedDict()  # path -> bytes
+        self._bytes: dict[str, int] = {}
+        self.total_bytes = 0
 
     def add(self, owner: str, paths: list[str]) -> None:
         files = self._by_owner.pop(owner, None) or OrderedDict()
+        self._by_owner[owner] = files
         for path in paths:
-            files[path] = None
+            if path not in files:
+                files[path] = _size(path)
+                self._count(owner, files[path])
             files.move_to_end(path)
         while len(files) > _MAX_FILES_PER_OWNER:
-            files.popitem(last=False)
-        self._by_owner[owner] = files
+            self._drop(owner)
         while len(self._by_owner) > _MAX_OWNERS:
-            self._by_owner.popitem(last=False)
+            self._forget(next(iter(self._by_owner)))
+        while self.total_bytes > self.max_bytes:
+            self._drop(max(self._bytes, key=lambda o: self._bytes[o]))
 
     def owns(self, owner: str, path: str) -> bool:
         return path in self._by_owner.get(owner, ())
+
+    def _count(self, owner: str, size: int) -> None:
+        self._bytes[owner] = self._bytes.get(owner, 0) + size
+        self.total_bytes += size
+
+    def _drop(self, owner: str) -> None:
+        """The owner's oldest file, off the disk too."""
+        files = self._by_owner[owner]
+        path, size = files.popitem(last=False)
+        self._count(owner, -size)
+        _delete(path)
+        if not files:
+            self._forget(owner)
+
+    def _forget(self, owner: str) -> None:
+        for path in self._by_owner.pop(owner, {}):
+            _delete(path)
+        self.total_bytes -= self._bytes.pop(owner, 0)
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
+
+
+def _delete(path: str) -> None:
+    """An upload and the folder Gradio made for it, where now empty; nothing outside its upload folder."""
+    root, found = Path(get_upload_folder()).resolve(), Path(path)
+    with contextlib.suppress(OSError):
+        if found.parent.resolve().is_relative_to(root) and found.parent.resolve() != root:
+            found.unlink(missing_ok=True)
+            found.parent.rmdir()
 
 
 def owner_key(cookies: dict[str, str]) -> str:
