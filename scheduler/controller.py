@@ -80,10 +80,8 @@ class Controller:
         s = self.state
         tpot, running = s.pace.take()
         before = s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded
-        line = s.tpot_line.fit()
-        line_knee = reaching(line, s.limit.target_s)
-        slope = line[1] if line is not None else 0.0
-        s.admission.max_concurrency = s.limit.update(tpot, running, s.pace.seen_s, line_knee, slope)
+        line_knee = reaching(s.tpot_line.fit(), s.limit.target_s)
+        s.admission.max_concurrency = s.limit.update(tpot, running, s.pace.seen_s, line_knee)
         if s.limit.counted_s is not None:  # a stall is no point on the line
             s.tpot_line.add(running, s.limit.counted_s)
         fit = self._caps_from_line()

@@ -69,10 +69,8 @@ _FLOOR = 1.5  # an engine (nearly) too slow for the objective alone may still ru
 _STARVED = 8  # ...in full once the limit is down to this, not at all from twice it, in between in
 # part: TPOT read with a few running while others arrive carries their prefills, so it overstates
 # the engine alone and must not lift a limit that has room; a ramp, since a switch made it dither
-_ALONE = 4  # readings with at most this many running stand for the engine's TPOT alone, less what the
-# fitted line says the others cost: a limit cut this far on a machine slower than the objective is
-# how the floor learns of it, and on vLLM's CPU build in float32 on an AVX2 machine (0.058 s alone,
-# 0.018 s a sequence more) two to four running, read as alone, lifted the target past the objective
+_ALONE = 4  # readings with at most this many running stand for the engine's TPOT alone: a limit
+# cut this far on a machine slower than the objective is how the floor learns of it
 _ALONE_KEPT = 5  # the least of the last few such readings: one lucky reading must not stay forever
 _BUSY = 0.5  # grow only while the batch fills a good part of the limit: light load says little
 RECENT = 64  # finished requests the set point is trimmed by
@@ -97,7 +95,6 @@ class ConcurrencyLimit:
         self.set_point_s = tpot_objective_s * (1 - config.headroom)
         self._spread: deque[float] = deque(maxlen=RECENT)
         self._stalls: deque[bool] = deque(maxlen=_STALL_SEEN)  # which of the last readings were stalls
-        self._slope = 0.0  # the fitted line's, as the last update passed it
 
     @property
     def alone_s(self) -> float | None:
@@ -159,21 +156,13 @@ class ConcurrencyLimit:
             self._spread.append(tpot_s / batch_tpot_s)
 
     def update(
-        self,
-        tpot_s: float | None,
-        running: float,
-        seen_s: float | None = None,
-        line_knee: float | None = None,
-        line_slope: float = 0.0,
+        self, tpot_s: float | None, running: float, seen_s: float | None = None, line_knee: float | None = None
     ) -> int:
         """One control step from the TPOT measured over the last interval with `running` sequences
         (mean over the interval); no reading (nothing decoded) leaves the limit where it is.
         `seen_s`: the same interval's TPOT with prefills' gaps in, what clients saw. `line_knee`:
-        where the fitted TPOT line reaches the target (None: no line yet), past which it never grows.
-        `line_slope`: that line's cost of each sequence more, taken off a reading with a few running
-        where it stands for the engine alone."""
+        where the fitted TPOT line reaches the target (None: no line yet), past which it never grows."""
         self.counted_s = None
-        self._slope = max(0.0, line_slope)
         self._step(tpot_s, running, seen_s, line_knee)
         return self.value
 
@@ -198,7 +187,7 @@ class ConcurrencyLimit:
             self.counted_s = tpot_s
         tpot = self.tpot_s = tpot_s if self.tpot_s is None else self.tpot_s + _SMOOTHING * (tpot_s - self.tpot_s)
         if running <= _ALONE:  # the reading itself: the smoothed figure still carries the larger batch before
-            self._alone.append(max(tpot_s / 2, tpot_s - self._slope * max(0.0, running - 1)))
+            self._alone.append(tpot_s)
         busy = running >= _BUSY * self._limit
         if busy:
             self._trim()
