@@ -18,6 +18,11 @@ pytestmark = pytest.mark.vllm
 HI = [{"role": "user", "content": "Say hello."}]
 
 
+def four_tokens(server, **fields) -> httpx.Response:
+    body = {"model": "smollm2-135m-instruct", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    return httpx.post(server.url + "/v1/chat/completions", timeout=30, json={**body, **fields})
+
+
 def test_chat_completion_non_streaming_and_streaming(vllm_server):
     client = vllm_server.client()
     reply = client.chat.completions.create(model="smollm2-135m-instruct", messages=HI, max_tokens=16, temperature=0)
@@ -163,16 +168,7 @@ def test_context_limit_is_rejected_before_the_engine(vllm_server):
 def test_a_seed_is_a_400_on_the_cpu_build(vllm_server):
     """Its engine process dies on a seeded request whose prompt it prefills in parts."""
     for seed in (0, 7):
-        response = httpx.post(
-            vllm_server.url + "/v1/chat/completions",
-            timeout=30,
-            json={
-                "model": "smollm2-135m-instruct",
-                "messages": [{"role": "user", "content": "hi"}],
-                "max_tokens": 4,
-                "seed": seed,
-            },
-        )
+        response = four_tokens(vllm_server, seed=seed)
         assert response.status_code == 400
         assert response.json()["error"]["param"] == "seed"
         assert response.json()["error"]["code"] == "unsupported_parameter"
@@ -209,16 +205,7 @@ def test_a_suspended_sequence_resumes_where_it_stopped(vllm_server):
 
 def test_a_value_the_engine_refuses_is_a_400_not_a_500(vllm_server):
     """vLLM validates a token id in `logit_bias` against the vocabulary only when it runs."""
-    response = httpx.post(
-        vllm_server.url + "/v1/chat/completions",
-        timeout=30,
-        json={
-            "model": "smollm2-135m-instruct",
-            "messages": [{"role": "user", "content": "hi"}],
-            "max_tokens": 4,
-            "logit_bias": {"999999999": 1},
-        },
-    )
+    response = four_tokens(vllm_server, logit_bias={"999999999": 1})
     assert response.status_code == 400, response.text
     assert vllm_server.status()["running"] == 0
 
