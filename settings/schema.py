@@ -695,7 +695,11 @@ class CacheConfig(Section):
     )
     casefold: bool = Field(False, description="With `normalize`: also ignore case.")
     namespace_by_key: bool = Field(
-        False, description=("A separate cache per API key, so one user's answers are never served to another.")
+        True,
+        description=(
+            "A separate cache per API key, so one user's answers are never served to another; false: one cache "
+            "for the whole team (higher hit rates, and a key's answers reach every other key)."
+        ),
     )
     purge_interval_s: float = Field(60.0, ge=0.1, description="How often expired entries are deleted.")
     similar: SimilarCacheConfig = Field(

@@ -139,9 +139,9 @@ def test_normalization_touches_message_text_only():
 
 
 def test_namespace_for():
-    shared = CacheConfig()
+    shared = CacheConfig(namespace_by_key=False)
     assert namespace_for("key-a", shared) == namespace_for("key-b", shared) == namespace_for(None, shared) == ""
-    per_key = CacheConfig(namespace_by_key=True)
+    per_key = CacheConfig()  # the default: one key's answers are never another's
     a, b = namespace_for("key-a", per_key), namespace_for("key-b", per_key)
     assert a.startswith("key:") and len(a) == len("key:") + 16
     assert a != b and a == namespace_for("key-a", per_key)

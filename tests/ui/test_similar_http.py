@@ -37,11 +37,17 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One cache for every key (cache.namespace_by_key off, the default): the request keys alone
-    do not tell alice's similar answer from bob's."""
+    """One cache for every key (cache.namespace_by_key off): the request keys alone do not tell
+    alice's similar answer from bob's."""
     path = tmp_path_factory.mktemp("similar-shared") / "cache.sqlite3"
     with contextlib.ExitStack() as stack:
-        yield start_server(stack, UI, TEAM, "cache.enabled=true", f"cache.path={path}", "cache.similar.enabled=true")
+        shared_cache = (
+            "cache.enabled=true",
+            f"cache.path={path}",
+            "cache.similar.enabled=true",
+            "cache.namespace_by_key=false",
+        )
+        yield start_server(stack, UI, TEAM, *shared_cache)
 
 
 def respond(client: Client, text: str) -> tuple[list, str]:
