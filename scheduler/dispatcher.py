@@ -181,21 +181,24 @@ class Dispatcher:
         s = self.state
         return s.take_back and bool(to_take_back(s.admission, high, self._running(), s.share.may_run))
 
-    def take_back_lower(self) -> None:
+    def take_back_lower(self) -> int:
         """A burst's slots back, once the load proves more than the engine serves on time alone;
-        then lower requests' slots while highs run far over the limit past the TPOT objective."""
+        then lower requests' slots while highs run far over the limit past the TPOT objective.
+        Returns how many of a burst's came back."""
         s = self.state
         if not s.take_back:
-            return
-        self._give_back(lent_to_take_back(s.admission, self._running()), "slots lent in a burst")
+            return 0
+        lent = self._give_back(lent_to_take_back(s.admission, self._running()), "slots lent in a burst")
         chosen = past_pace_to_take_back(s.admission, self._running(), s.limit.tpot_s, s.config.slo.tpot_s)
         self._give_back(chosen, "slots from lower requests for highs past the TPOT objective")
+        return lent
 
-    def _give_back(self, chosen: list[Request], what: str) -> None:
+    def _give_back(self, chosen: list[Request], what: str) -> int:
         suspended = [r for r in chosen if self._suspend(r)]
         if suspended:
             log.debug("took back %d %s", len(suspended), what)
             self.dispatch()
+        return len(suspended)
 
     def _running(self) -> list[Request]:
         s = self.state

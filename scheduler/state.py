@@ -55,6 +55,7 @@ class SchedulerState:
     closed: bool = False
     take_back: bool = False  # lower requests give their slots to high: the engine resumes sequences, the config allows
     taken_back: int = 0  # slots lower requests gave back (to a high, or a burst's) so far
+    lend_again_at: float = 0.0  # no slot is lent past the running limit before this (scheduler/controller.py)
     tickets: dict[RequestKey, Ticket] = field(default_factory=dict)  # by caller and id: each caller's ids are its own
     tasks: dict[RequestKey, asyncio.Task] = field(default_factory=dict)
     finished: OrderedDict[RequestKey, dict] = field(default_factory=OrderedDict)

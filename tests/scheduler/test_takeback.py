@@ -235,6 +235,27 @@ async def test_a_burst_that_proves_a_step_past_capacity_gives_the_slots_it_was_l
     await stop(sched)
 
 
+async def test_once_a_bursts_slots_came_back_none_is_lent_again_within_the_demand_window():
+    clock = FakeClock(100.0)
+    sched = await started(slots=2)
+    sched.state.clock = clock
+    sched.state.admission.upper = 8
+    sched.admission.unbounded, sched.admission.burst_cap = True, 8
+    lows = [sched.submit(seeded(P.LOW, n, max_tokens=60)) for n in range(4)]
+    await asyncio.sleep(0.05)
+    sched.adjust_limit()  # no line yet: the burst's two lent slots come back
+    assert sched.state.taken_back == 2
+    sched.state.demand.served_on_time = lambda fit, objective_s: True  # type: ignore[method-assign]
+    sched.adjust_limit()  # the next interval reads the load as one served on time again...
+    assert not sched.admission.unbounded  # ...yet nothing is lent: the load proved too much a second ago
+    assert [t.request.state.value for t in lows] == ["running"] * 2 + ["queued"] * 2
+    clock.advance(sched.state.config.limit.demand_window_s)
+    sched.adjust_limit()
+    assert sched.admission.unbounded  # the window over, the load is read afresh
+    await asyncio.gather(*(answer(t) for t in lows))
+    await stop(sched)
+
+
 async def test_without_take_back_a_burst_keeps_the_slots_it_was_lent():
     sched = await started(slots=2, take_back=False)
     sched.state.admission.upper = 8
