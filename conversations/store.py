@@ -5,10 +5,9 @@ conversation's id, and a conversation of another owner does not exist for it: th
 page, is what keeps one user's conversations from another. Each message is committed when it is
 written, so a `kill -9` loses at most the unsaved tail of an answer still streaming; an answer
 that was streaming when the server died is marked `interrupted` when the file is next opened.
-Bounded per owner (`max_conversations`, least recently used first), per conversation
-(`max_messages`, oldest first) and in bytes (`max_bytes`, the whole file's data: the owner holding
-the most loses its least recently used conversations first); an import, written whole in one
-transaction or not at all, is refused rather than pushing anything out. No Gradio here: the page (ui/) uses the store, as the
+Bounded per owner (`max_conversations`, least recently used first) and per conversation
+(`max_messages`, oldest first); an import, written whole in one transaction or not at all, is
+refused rather than pushing anything out. No Gradio here: the page (ui/) uses the store, as the
 other transports could, and it sits beside the other stores."""
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ STREAMING, INTERRUPTED = "streaming", "interrupted"
 ROLES = ("user", "assistant")
 OUTCOMES = ("", "done", "stopped", "refused", "failed", STREAMING, INTERRUPTED)
 TITLE_CHARS = 80
-_DETAILS_BYTES = 200  # a stored answer's details and row, about
 
 
 class ImportProblem(ValueError):
@@ -241,7 +239,6 @@ class HistoryStore:
                 "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?)",
                 (conversation_id, conversation_id, self.config.max_messages),
             )
-            await self._bound_bytes(db, conversation_id)
             return cursor.lastrowid
 
     async def update(self, owner: str, conversation_id: str, message_id: int, message: StoredMessage) -> bool:
@@ -265,7 +262,6 @@ class HistoryStore:
                 ),
             )
             await self._touch(db, conversation_id, self.clock())
-            await self._bound_bytes(db, conversation_id)
             return cursor.rowcount > 0
 
     async def truncate(self, owner: str, conversation_id: str, keep: int) -> bool:
@@ -346,32 +342,6 @@ class HistoryStore:
         held = row[0] if row is not None else 0
         if held + len(items) > limit:
             raise ImportProblem("would_drop", n=held + len(items) - limit, limit=limit)
-        size = sum(
-            len(m.content or "") + len(m.reasoning or "") + _DETAILS_BYTES for item in items for m in item.messages
-        )
-        if await _used_bytes(db) + size > self.config.max_bytes:
-            raise ImportProblem("too_large", limit=self.config.max_bytes // 1_000_000)
-
-    async def _bound_bytes(self, db: aiosqlite.Connection, keep: str) -> None:
-        """Past `max_bytes`, the least recently used conversations of the owner holding the most
-        go, one at a time, never `keep` (the one being written): one caller filling the file does
-        not push out everyone else's."""
-        while await _used_bytes(db) > self.config.max_bytes:
-            async with db.execute(
-                "SELECT c.owner FROM messages m JOIN conversations c ON c.id = m.conversation_id GROUP BY c.owner "
-                "ORDER BY SUM(length(m.content) + length(m.reasoning) + length(m.details)) DESC LIMIT 1"
-            ) as cursor:
-                biggest = await cursor.fetchone()
-            async with db.execute(
-                "SELECT id FROM conversations WHERE owner = ? AND id != ? ORDER BY updated, rowid LIMIT 1",
-                (biggest[0] if biggest else "", keep),
-            ) as cursor:
-                oldest = await cursor.fetchone()
-            if oldest is None:
-                return
-            log.warning("conversation history at its bound (history.max_bytes): the least recently used went")
-            await db.execute("DELETE FROM conversations WHERE id = ?", (oldest[0],))
-            await db.execute("DELETE FROM messages WHERE conversation_id = ?", (oldest[0],))
 
     async def _insert(self, db: aiosqlite.Connection, owner: str, pairs: builtins.list[tuple[str, Imported]]) -> None:
         """Every row built first, in a thread (an import file of 50 MiB is a million messages; a value
@@ -379,16 +349,6 @@ class HistoryStore:
         conversations, messages = await asyncio.to_thread(_rows, owner, pairs, self.clock())
         await db.executemany("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)", conversations)
         await db.executemany(_INSERT_MESSAGE, messages)
-
-
-async def _used_bytes(db: aiosqlite.Connection) -> int:
-    """The file's pages in use (freed ones are reused, not returned), read off its header."""
-    read: dict[str, int] = {}
-    for pragma in ("page_count", "page_size", "freelist_count"):
-        async with db.execute(f"PRAGMA {pragma}") as cursor:
-            row = await cursor.fetchone()
-        read[pragma] = row[0] if row else 0
-    return (read["page_count"] - read["freelist_count"]) * read["page_size"]
 
 
 def _rows(owner: str, pairs: list[tuple[str, Imported]], now: float) -> tuple[list[tuple], list[tuple]]:

@@ -852,14 +852,6 @@ class HistoryConfig(Section):
         1000, ge=1, description="conversations per caller; past it the least recently used one goes first"
     )
     max_messages: int = Field(1000, ge=2, description="messages per conversation; past it its oldest go first")
-    max_bytes: int = Field(
-        1_073_741_824,
-        ge=1_048_576,
-        description=(
-            "the file's data in all (1 GiB); past it the least recently used conversations of the caller holding "
-            "the most go first, and an import that would pass it is refused"
-        ),
-    )
 
 
 class UiConfig(Section):

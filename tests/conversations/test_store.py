@@ -225,17 +225,3 @@ def test_titles_come_from_the_first_line_shortened():
     long = title_from("x" * 500)
     assert len(long) == 80 and long.endswith("…")
     assert title_from("   ") == "…"
-
-
-async def test_past_its_bytes_the_biggest_holders_oldest_conversations_go_and_a_big_import_is_refused(tmp_path):
-    store = await opened(tmp_path / "h.sqlite3", max_bytes=1_048_576)
-    alice = await chat(store, "alice", "alice's only conversation", answer="a" * 50_000)
-    flood = [await chat(store, "mallory", f"flood {i}", answer="m" * 200_000) for i in range(12)]
-    assert await store.get("alice", alice) is not None
-    kept = [cid for cid in flood if await store.get("mallory", cid) is not None]
-    assert 0 < len(kept) < len(flood) and kept == flood[-len(kept) :]  # the least recently used went first
-    big = [Imported("big", {}, [StoredMessage("user", "x" * 600_000), StoredMessage("assistant", "y" * 600_000)])]
-    with pytest.raises(ImportProblem) as refused:
-        await store.import_conversations("alice", big)
-    assert refused.value.code == "too_large" and await store.get("alice", alice) is not None
-    await store.close()
