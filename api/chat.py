@@ -14,7 +14,12 @@ from api.errors import APIError
 from api.relay import chat_stream, complete_response, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
 from protocols.openai_chat.render import CompletionFormat
-from protocols.openai_chat.request import REQUEST_ID_PATTERN, ChatCompletionRequest, unknown_fields
+from protocols.openai_chat.request import (
+    REQUEST_ID_PATTERN,
+    ChatCompletionRequest,
+    template_kwargs_problem,
+    unknown_fields,
+)
 from protocols.openai_chat.tools import ToolParamError, check_tools
 
 
@@ -54,10 +59,17 @@ def parse_body(data: dict) -> ChatCompletionRequest:
         raise APIError(400, f"only n=1 is supported; got n={body.n}", param="n", code="invalid_value")
     if len(body.stop_list) > 4:
         raise APIError(400, "stop takes at most 4 sequences", param="stop", code="invalid_value")
+    check_template_kwargs(body.chat_template_kwargs)
     if body.min_tokens and body.requested_max_tokens is not None and body.min_tokens > body.requested_max_tokens:
         message = f"min_tokens ({body.min_tokens}) is more than {body.max_tokens_param} ({body.requested_max_tokens})"
         raise APIError(400, message, param="min_tokens", code="invalid_value")
     return body
+
+
+def check_template_kwargs(kwargs: dict | None) -> None:
+    if (param := template_kwargs_problem(kwargs)) is not None:
+        message = f"{param} is an argument of the template call, not a template variable"
+        raise APIError(400, message, param=param, code="invalid_value")
 
 
 def _header_request_id(request: Request) -> str | None:

@@ -7,6 +7,7 @@ from fastapi import Request
 
 from api.auth import identify
 from api.body import read_object, validate
+from api.chat import check_template_kwargs
 from api.deps import services_of
 from pipeline.prepare import check_model, check_ready
 from protocols.openai_chat.request import TokenizeRequest
@@ -17,6 +18,7 @@ async def tokenize(request: Request) -> dict:
     engine = services_of(request).engine
     identify(request)
     body = validate(await read_object(request), TokenizeRequest)
+    check_template_kwargs(body.chat_template_kwargs)
     if body.model is not None:
         check_model(engine, body.model)
     check_ready(engine)

@@ -71,12 +71,13 @@ class RedisResponseStore(ChainedStore):
             tx.zadd(own, {stored.id: stored.created})
             tx.zremrangebyscore(BY_AGE, "-inf", now - self.ttl_s)
             tx.zremrangebyscore(own, "-inf", now - self.ttl_s)
+            tx.pexpire(own, int(self.ttl_s * 1000))  # a caller gone quiet leaves no set behind
             tx.zcard(own)
-            tx.zcard(BY_AGE)
-            mine, count = (await self._run(tx.execute()))[-2:]
-        if mine > self.max_per_caller:  # one the global bound took may still be named here: gone already
+            mine = (await self._run(tx.execute()))[-1]
+        if mine > self.max_per_caller:  # the oldest first: those the global bound took already, so named here still
             await self._drop(await self._run(redis.zpopmin(own, mine - self.max_per_caller)), BY_AGE)
-        elif count > self.max_responses:
+        count = await self._run(redis.zcard(BY_AGE))
+        if count > self.max_responses:
             await self._drop(await self._run(redis.zpopmin(BY_AGE, count - self.max_responses)), None)
 
     async def _drop(self, popped: list[tuple[bytes, float]], index: str | None) -> None:

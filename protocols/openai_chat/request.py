@@ -141,6 +141,34 @@ class ChatCompletionRequest(BaseModel):
         return json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False) if rest else ""
 
 
+# Arguments of the template call itself, not variables of the template: `chat_template` would run
+# a caller's own Jinja (a loop of a few million steps holds every prompt behind it), the others
+# clash with the call's own arguments.
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {
+        "chat_template",
+        "tokenize",
+        "add_generation_prompt",
+        "continue_final_message",
+        "tools",
+        "documents",
+        "conversation",
+        "messages",
+        "return_dict",
+        "return_assistant_tokens_mask",
+        "tokenizer_kwargs",
+    }
+)
+
+
+def template_kwargs_problem(kwargs: dict[str, Any] | None) -> str | None:
+    """The first key of `chat_template_kwargs` this server refuses, named as a param."""
+    for key in kwargs or ():
+        if key in RESERVED_TEMPLATE_KWARGS:
+            return f"chat_template_kwargs.{key}"
+    return None
+
+
 def unknown_fields(data: dict[str, Any]) -> tuple[str, str] | None:
     """(field, why) for the first field of a request body this server does not take."""
     return unknown_field(data, ChatCompletionRequest, UNSUPPORTED)
@@ -159,6 +187,10 @@ class TokenizeRequest(BaseModel):
     tools: list[ToolDef] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     add_generation_prompt: Literal[True] = True  # what a gateway of ours sends; always so here
+    # vLLM's others, at their defaults (what a client of vLLM sends unasked); any other value is a 400
+    add_special_tokens: Literal[False] = False
+    continue_final_message: Literal[False] = False
+    return_token_strs: Literal[False] = False
 
 
 def describe(error: ValidationError) -> tuple[str, str]:

@@ -289,7 +289,7 @@ def split_tools(body: ResponsesRequest) -> tuple[list[FunctionTool], list[Custom
         except ValidationError as exc:
             param, message = describe(exc)
             raise ResponsesInputError(f"tools.{i}.{param}", message) from None
-    return functions, custom, hosted
+    return functions, custom, list(dict.fromkeys(hosted))[:_HOSTED_NAMED]
 
 
 def check_include(body: ResponsesRequest) -> None:
@@ -302,6 +302,9 @@ def json_schema_format(fmt: TextFormat) -> JsonSchemaFormat:
     return JsonSchemaFormat(
         name=fmt.name or "response", description=fmt.description, schema=fmt.schema_, strict=fmt.strict
     )
+
+
+_HOSTED_NAMED = 16  # named back at most: a body of a thousand hosted tools is no header a proxy passes
 
 
 def _hosted_name(name: object, kind: str) -> str:

@@ -241,6 +241,7 @@ def test_max_completion_tokens_wins_over_max_tokens(server):
         ({"extra_body": {"max_tokens": "12"}}, "max_tokens"),
         ({"extra_body": {"priority": "urgent"}}, "priority"),
         ({"max_tokens": 4, "extra_body": {"min_tokens": 5}}, "min_tokens"),
+        ({"extra_body": {"chat_template_kwargs": {"chat_template": "{{ 1 }}"}}}, "chat_template_kwargs.chat_template"),
     ],
 )
 @pytest.mark.parametrize("stream", [False, True])

@@ -179,6 +179,8 @@ def test_a_hosted_tools_name_that_no_header_can_carry_is_named_by_its_type(serve
     response = post(server, input="hi", tools=tools)
     assert response.status_code == 200, response.text
     assert response.headers["x-unsupported-tools"] == "web_search, mcp, file_search"
+    many = post(server, input="hi", tools=[{"type": "mcp", "name": f"t{i % 40}"} for i in range(2000)])
+    assert many.headers["x-unsupported-tools"] == ", ".join(f"t{i}" for i in range(16))  # once each, 16 at most
 
 
 def test_a_stored_response_is_its_callers_own_and_survives_a_restart(tmp_path) -> None:

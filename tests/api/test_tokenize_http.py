@@ -31,6 +31,13 @@ def test_bad_calls_get_openai_errors() -> None:
             (auth, {"messages": MESSAGES, "add_generation_prompt": False}, 400, "add_generation_prompt"),
             (auth, {"messages": MESSAGES, "return_token_strs": True}, 400, "return_token_strs"),
             (auth, {"messages": MESSAGES, "add_generation_prompt": True, "chat_template_kwargs": {"x": 1}}, 200, None),
+            (auth, {"messages": MESSAGES, "add_special_tokens": False, "continue_final_message": False}, 200, None),
+            (
+                auth,
+                {"messages": MESSAGES, "chat_template_kwargs": {"chat_template": "{{ 1 }}"}},
+                400,
+                "chat_template_kwargs.chat_template",
+            ),
         ]
         for headers, body, status, param in cases:
             r = httpx.post(url, json=body, headers=headers, timeout=10)

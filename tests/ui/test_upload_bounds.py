@@ -43,3 +43,14 @@ def test_nothing_outside_the_upload_folder_is_deleted(folder: Path, tmp_path_fac
     uploads = Uploads(max_bytes=100)
     uploads.add("mallory", [str(elsewhere)])
     assert elsewhere.exists() and not uploads.owns("mallory", str(elsewhere))
+
+
+def test_a_file_two_sessions_uploaded_stays_while_either_holds_it(folder: Path) -> None:
+    """Gradio names an upload by its content: the same file from two sessions is one path."""
+    uploads = Uploads(max_bytes=1000)
+    shared = upload(folder, "prompts", 100)
+    uploads.add("victim", [shared])
+    uploads.add("mallory", [shared])
+    for i in range(10):
+        uploads.add("mallory", [upload(folder, f"m{i}", 200)])
+    assert not uploads.owns("mallory", shared) and uploads.owns("victim", shared) and Path(shared).exists()

@@ -44,6 +44,7 @@ class Uploads:
         self.max_bytes = max_bytes
         self._by_owner: OrderedDict[str, OrderedDict[str, int]] = OrderedDict()  # path -> bytes
         self._bytes: dict[str, int] = {}
+        self._holders: dict[str, int] = {}  # Gradio names an upload by its content: sessions may share a path
         self.total_bytes = 0
 
     def add(self, owner: str, paths: list[str]) -> None:
@@ -53,6 +54,7 @@ class Uploads:
             if path not in files:
                 files[path] = _size(path)
                 self._count(owner, files[path])
+                self._holders[path] = self._holders.get(path, 0) + 1
             files.move_to_end(path)
         while len(files) > _MAX_FILES_PER_OWNER:
             self._drop(owner)
@@ -73,14 +75,21 @@ class Uploads:
         files = self._by_owner[owner]
         path, size = files.popitem(last=False)
         self._count(owner, -size)
-        _delete(path)
+        self._let_go(path)
         if not files:
             self._forget(owner)
 
     def _forget(self, owner: str) -> None:
         for path in self._by_owner.pop(owner, {}):
-            _delete(path)
+            self._let_go(path)
         self.total_bytes -= self._bytes.pop(owner, 0)
+
+    def _let_go(self, path: str) -> None:
+        """Deleted once no session holds it any more."""
+        self._holders[path] -= 1
+        if not self._holders[path]:
+            del self._holders[path]
+            _delete(path)
 
 
 def _size(path: str) -> int:
