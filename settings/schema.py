@@ -524,7 +524,8 @@ class LimitConfig(Section):
         description=(
             "Seconds the interactive load (requests running or waiting) is averaged over; while the engine alone "
             "would keep TPOT within the objective at that mean, as the fitted TPOT line predicts, the limit does not "
-            "hold lower classes back (bursts run at once, as on the engine alone); 0: the limit always binds."
+            "hold lower classes back (bursts run at once, as on the engine alone); once a burst's slots are taken back, "
+            "none is lent again for as long; 0: the limit always binds."
         ),
     )
     high_reserve: float = Field(
