@@ -80,6 +80,7 @@ async def count_tokens(request: Request) -> dict:
     _, chat = await _checked(data, caller, services.reasoning_seal)
     check_model(services.engine, chat.model)
     check_ready(services.engine)
+    services.pipeline.limiter.admit_count(caller)
     use = chat.tool_use()
     prompt = await services.engine.prepare(
         [m.to_chat() for m in chat.messages], chat.reasoning_effort, use.tools if use else (), chat.chat_template_kwargs

@@ -1,5 +1,6 @@
 """POST /tokenize, as vLLM's server answers it: a gateway in front of this server (or of vLLM)
-counts prompt tokens with the model's own tokenizer, for the context check and admission."""
+counts prompt tokens with the model's own tokenizer, for the context check and admission. Behind
+the same keys, counted against `rpm` as token counts (pipeline/rate_limit.py)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,15 @@ from protocols.openai_chat.tools import tool_use
 
 
 async def tokenize(request: Request) -> dict:
-    engine = services_of(request).engine
-    identify(request)
+    services = services_of(request)
+    engine = services.engine
+    caller = identify(request)
     body = validate(await read_object(request), TokenizeRequest)
     check_template_kwargs(body.chat_template_kwargs)
     if body.model is not None:
         check_model(engine, body.model)
     check_ready(engine)
+    services.pipeline.limiter.admit_count(caller)
     tools = tool_use(body.tools, None, None)
     prompt = await engine.prepare(
         [m.to_chat() for m in body.messages],

@@ -21,7 +21,7 @@ DAY_S = 86_400.0
 
 class SharedTally(Protocol):
     """Counts kept beyond this process (what the wiring hands in, e.g. one on Redis). `kind` is
-    "requests" or "tokens" (per `WINDOW_S`) or "day" (per UTC day)."""
+    "requests", "counts" or "tokens" (per `WINDOW_S`) or "day" (per UTC day)."""
 
     def add(self, name: str, kind: str, amount: int) -> None: ...
 
@@ -65,6 +65,7 @@ class SlidingWindow:
 @dataclass(slots=True)
 class _Account:
     requests: SlidingWindow = field(default_factory=SlidingWindow)
+    counts: SlidingWindow = field(default_factory=SlidingWindow)  # token-counting calls
     tokens: SlidingWindow = field(default_factory=SlidingWindow)
     day: int = -1
     day_tokens: int = 0
@@ -81,12 +82,23 @@ class RateLimiter:
 
     def admit_request(self, caller: Caller) -> None:
         """Counts one request against `rpm`, or refuses it."""
-        rpm, account, now = caller.limits.rpm, self._account(caller), self.clock()
-        if rpm is not None and self._used(caller.name, "requests", account.requests.used(now)) + 1 > rpm:
-            wait = account.requests.wait_for_room(now, 1, rpm)
-            raise self._refusal(caller, f"rate limit reached for {caller.name}: {rpm} requests per minute", wait)
-        account.requests.add(now, 1)
-        self._share(caller.name, "requests", 1)
+        self._admit(caller, "requests", self._account(caller).requests, "requests")
+
+    def admit_count(self, caller: Caller) -> None:
+        """Counts one token-counting call (`/tokenize`, `/v1/messages/count_tokens`) against `rpm`
+        in a window of its own, as Anthropic's token counting has its own rate limit: each runs
+        the chat template and the tokenizer, which every prompt waits for, and a gateway that
+        counts each prompt before sending it (engine/openai_upstream.py) keeps its full `rpm` for
+        the requests themselves."""
+        self._admit(caller, "counts", self._account(caller).counts, "token counts")
+
+    def _admit(self, caller: Caller, kind: str, window: SlidingWindow, what: str) -> None:
+        rpm, now = caller.limits.rpm, self.clock()
+        if rpm is not None and self._used(caller.name, kind, window.used(now)) + 1 > rpm:
+            wait = window.wait_for_room(now, 1, rpm)
+            raise self._refusal(caller, f"rate limit reached for {caller.name}: {rpm} {what} per minute", wait)
+        window.add(now, 1)
+        self._share(caller.name, kind, 1)
 
     def check_tokens(self, caller: Caller, prompt_tokens: int) -> None:
         """Refuses a prompt that `tpm` or the daily quota has no room for. The prompt is spent once

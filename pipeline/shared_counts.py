@@ -21,7 +21,7 @@ log = logging.getLogger("gpt_oss_webui.limits")
 
 PREFIX = "gptoss:limits:"
 WINDOW = int(WINDOW_S)  # one-second slots in the window
-KINDS = ("requests", "tokens", "day")
+_PER_MINUTE = ("requests", "counts", "tokens")  # summed over the window; "day" per UTC day
 
 
 class SharedCounts:
@@ -92,15 +92,16 @@ class SharedCounts:
         window = [self._slot("requests") - i for i in range(WINDOW)]
         async with self._client().pipeline(transaction=False) as pipe:
             for name in names:
-                pipe.mget([self._key(name, "requests", s) for s in window])
-                pipe.mget([self._key(name, "tokens", s) for s in window])
+                for kind in _PER_MINUTE:
+                    pipe.mget([self._key(name, kind, s) for s in window])
                 pipe.get(self._key(name, "day", self._slot("day")))
             answers = await pipe.execute()
         out: dict[tuple[str, str], int] = {}
+        step = len(_PER_MINUTE) + 1
         for i, name in enumerate(names):
-            requests, tokens, day = answers[3 * i : 3 * i + 3]
-            out[(name, "requests")] = sum(int(v) for v in requests if v)
-            out[(name, "tokens")] = sum(int(v) for v in tokens if v)
+            *minutes, day = answers[step * i : step * (i + 1)]
+            for kind, counts in zip(_PER_MINUTE, minutes, strict=True):
+                out[(name, kind)] = sum(int(v) for v in counts if v)
             out[(name, "day")] = int(day or 0)
         return out
 

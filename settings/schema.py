@@ -54,7 +54,8 @@ class Limits(Section):
         None,
         ge=1,
         description=(
-            "Requests per minute, over a sliding 60 s window (cache hits count); past it 429 `rate_limit_exceeded`."
+            "Requests per minute, over a sliding 60 s window (cache hits count); past it 429 `rate_limit_exceeded`. "
+            "Token counts (`/tokenize`, `/v1/messages/count_tokens`) have a window of their own at the same rate."
         ),
     )
     tpm: int | None = Field(

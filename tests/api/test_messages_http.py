@@ -239,6 +239,15 @@ def test_a_callers_limit_is_a_429_and_capacity_a_529(live: LiveServer) -> None:
     assert "anthropic-ratelimit-requests-limit" in limited.value.response.headers
 
 
+def test_count_tokens_is_held_to_the_keys_rpm(live: LiveServer) -> None:
+    slow = client(live, "sk-slow-0001")
+    assert slow.messages.count_tokens(model="sim", messages=user("one")).input_tokens > 0
+    with pytest.raises(anthropic.RateLimitError) as limited:
+        slow.messages.count_tokens(model="sim", messages=user("two"))
+    assert limited.value.body["error"]["type"] == "rate_limit_error"
+    assert "1 token counts per minute" in limited.value.body["error"]["message"]
+
+
 def test_the_door_refuses_for_capacity_with_a_529() -> None:
     with live_server(
         "scheduler.max_concurrency=1", "scheduler.max_queue_size=1", "engine.sim.token_latency_ms=20"

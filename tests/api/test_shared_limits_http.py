@@ -49,6 +49,23 @@ def test_rpm_holds_across_gateways(redis_url: str) -> None:
         assert spent >= 3 * 4  # both gateways' tokens, as B sees them
 
 
+def test_token_counts_hold_across_gateways(redis_url: str) -> None:
+    name, key = f"team-{secrets.token_hex(4)}", f"sk-{secrets.token_hex(8)}"
+    settings = (
+        f"server.keys=[{{name: {name}, key: {key}, rpm: 1}}]",
+        "state.shared_limits=true",
+        f"state.redis_url={redis_url}",
+        "state.sync_interval_s=0.05",
+    )
+    count = {"messages": [{"role": "user", "content": "hi"}]}
+    with live_server(*settings) as a, live_server(*settings) as b:
+        auth = {"Authorization": f"Bearer {key}"}
+        assert httpx.post(a.url + "/tokenize", json=count, headers=auth).status_code == 200
+        synced(b, name, "counts", 1)
+        assert httpx.post(b.url + "/tokenize", json=count, headers=auth).status_code == 429
+        assert ask(b.url, key).status_code == 200  # the requests' window is another
+
+
 def test_without_redis_each_gateway_counts_alone() -> None:
     settings = ("server.keys=[{name: solo, key: sk-solo-0001, rpm: 1}]",)
     with live_server(*settings) as a, live_server(*settings) as b:

@@ -54,3 +54,18 @@ def test_bad_calls_get_openai_errors() -> None:
             == "invalid_json"
         )
         assert httpx.post(url, json={"messages": MESSAGES}, headers=auth, timeout=10).status_code == 200
+
+
+def test_counts_are_held_to_the_keys_rpm_in_a_window_of_their_own() -> None:
+    with live_server("server.keys=[{name: gw, key: sk-gw-000001, rpm: 2}]") as live:
+        auth = {"Authorization": "Bearer sk-gw-000001"}
+        for _ in range(2):
+            assert httpx.post(live.url + "/tokenize", json={"messages": MESSAGES}, headers=auth).status_code == 200
+        refused = httpx.post(live.url + "/tokenize", json={"messages": MESSAGES}, headers=auth)
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        error = refused.json()["error"]
+        assert error["code"] == "rate_limit_exceeded" and "2 token counts per minute" in error["message"]
+        answer = live.client(api_key="sk-gw-000001").chat.completions.create(
+            model="sim", messages=MESSAGES, max_tokens=2
+        )
+        assert answer.usage.prompt_tokens > 0  # the requests' own window is untouched

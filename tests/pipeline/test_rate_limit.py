@@ -43,6 +43,23 @@ def test_rpm_refuses_the_request_past_the_limit_and_recovers_after_a_minute():
     limiter.admit_request(alice)  # one has left the window
 
 
+def test_token_counts_have_a_window_of_their_own_at_the_same_rpm():
+    """A gateway that counts each prompt before sending it keeps its whole `rpm` for the requests."""
+    clock, alice = Clock(), caller(rpm=2)
+    limiter = RateLimiter(clock)
+    limiter.admit_count(alice)
+    limiter.admit_count(alice)
+    with pytest.raises(Refusal) as refused:
+        limiter.admit_count(alice)
+    assert refused.value.status == 429 and "2 token counts per minute" in refused.value.message
+    limiter.admit_request(alice)
+    limiter.admit_request(alice)
+    with pytest.raises(Refusal):
+        limiter.admit_request(alice)
+    clock.now += 60
+    limiter.admit_count(alice)
+
+
 def test_tpm_counts_prompts_at_the_door_and_completions_when_they_end():
     clock, alice = Clock(), caller(tpm=100)
     limiter = RateLimiter(clock)
