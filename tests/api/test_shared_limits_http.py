@@ -28,14 +28,20 @@ def ask(url: str, key: str) -> httpx.Response:
     )
 
 
-def test_rpm_holds_across_gateways(redis_url: str) -> None:
+def gateways(redis_url: str, limits: str) -> tuple[str, str, tuple[str, ...]]:
+    """A fresh caller's name and key, and the settings of a gateway sharing its limits on Redis."""
     name, key = f"team-{secrets.token_hex(4)}", f"sk-{secrets.token_hex(8)}"
     settings = (
-        f"server.keys=[{{name: {name}, key: {key}, rpm: 3, daily_tokens: 100000}}]",
+        f"server.keys=[{{name: {name}, key: {key}, {limits}}}]",
         "state.shared_limits=true",
         f"state.redis_url={redis_url}",
         "state.sync_interval_s=0.05",
     )
+    return name, key, settings
+
+
+def test_rpm_holds_across_gateways(redis_url: str) -> None:
+    name, key, settings = gateways(redis_url, "rpm: 3, daily_tokens: 100000")
     with live_server(*settings) as a, live_server(*settings) as b:
         assert ask(a.url, key).status_code == 200 and ask(a.url, key).status_code == 200
         synced(b, name, "requests", 2)
@@ -50,13 +56,7 @@ def test_rpm_holds_across_gateways(redis_url: str) -> None:
 
 
 def test_token_counts_hold_across_gateways(redis_url: str) -> None:
-    name, key = f"team-{secrets.token_hex(4)}", f"sk-{secrets.token_hex(8)}"
-    settings = (
-        f"server.keys=[{{name: {name}, key: {key}, rpm: 1}}]",
-        "state.shared_limits=true",
-        f"state.redis_url={redis_url}",
-        "state.sync_interval_s=0.05",
-    )
+    name, key, settings = gateways(redis_url, "rpm: 1")
     count = {"messages": [{"role": "user", "content": "hi"}]}
     with live_server(*settings) as a, live_server(*settings) as b:
         auth = {"Authorization": f"Bearer {key}"}
