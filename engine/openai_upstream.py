@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -120,7 +121,10 @@ class OpenAIUpstreamEngine:
 
     async def _count_tokens(self, payload: dict[str, Any]) -> int | None:
         """The prompt's tokens by an upstream's tokenizer; None where no upstream can say."""
-        upstream = self.pool.pick(exclude=tuple(u for u in self.pool.upstreams if not u.tokenizes))
+        now = time.monotonic()
+        upstream = self.pool.pick(
+            exclude=tuple(u for u in self.pool.upstreams if not u.tokenizes or u.tokenize_after > now)
+        )
         if upstream is None or self._client is None:
             return None
         body: dict[str, Any] = {
@@ -135,6 +139,10 @@ class OpenAIUpstreamEngine:
             if response.status_code in (404, 405):
                 upstream.tokenizes = False
                 log.warning("upstream %s has no /tokenize: prompt tokens there are estimated", upstream.url)
+                return None
+            if response.status_code == 429:  # its key's token counts are spent: estimated until they renew
+                upstream.tokenize_after = now + _retry_after_s(response)
+                log.warning("upstream %s refused /tokenize (429): prompt tokens estimated for now", upstream.url)
                 return None
             return int(response.json()["count"]) if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
@@ -289,3 +297,11 @@ def _error_message(raw: bytes, status: int) -> str:
         return f"upstream refused the request ({status}): {json.loads(raw)['error']['message']}"
     except (ValueError, KeyError, TypeError):
         return f"upstream refused the request ({status})"
+
+
+def _retry_after_s(response: httpx.Response, default_s: float = 60.0) -> float:
+    """The seconds a refusal's Retry-After names, within a minute (a rate window's length)."""
+    try:
+        return min(default_s, max(1.0, float(response.headers.get("retry-after", default_s))))
+    except ValueError:
+        return default_s

@@ -26,6 +26,7 @@ class Upstream:
     in_flight: int = 0  # ours, counted as we send and finish
     served: int = 0
     tokenizes: bool = True  # serves /tokenize, until it answers 404
+    tokenize_after: float = 0.0  # monotonic time before which /tokenize is not asked (it answered 429)
 
     @property
     def root(self) -> str:

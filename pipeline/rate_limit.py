@@ -96,7 +96,10 @@ class RateLimiter:
         rpm, now = caller.limits.rpm, self.clock()
         if rpm is not None and self._used(caller.name, kind, window.used(now)) + 1 > rpm:
             wait = window.wait_for_room(now, 1, rpm)
-            raise self._refusal(caller, f"rate limit reached for {caller.name}: {rpm} {what} per minute", wait)
+            refusal = self._refusal(caller, f"rate limit reached for {caller.name}: {rpm} {what} per minute", wait)
+            if kind != "requests":  # OpenAI's headers tell of the requests' window, not this one
+                refusal.headers = {}
+            raise refusal
         window.add(now, 1)
         self._share(caller.name, kind, 1)
 

@@ -1,6 +1,6 @@
 """The `openai` engine backend: a gateway (a real server of ours) in front of upstream servers,
 over loopback. The upstreams are tiny fakes that report vLLM's metrics and record what they get,
-and, for the last test, another server of ours on the simulator."""
+and, for two tests, another server of ours on the simulator."""
 
 from __future__ import annotations
 
@@ -114,6 +114,23 @@ def test_a_gateway_in_front_of_our_own_server_on_the_simulator() -> None:
             direct = upstream.client().chat.completions.create(model="sim", messages=long, max_tokens=2)
             through = client.chat.completions.create(model="sim", messages=long, max_tokens=2)
             assert through.usage.prompt_tokens == direct.usage.prompt_tokens  # the upstream's count, by /tokenize
+
+
+def test_an_upstream_whose_token_counts_are_spent_is_not_asked_again_until_they_renew() -> None:
+    """Our own server upstream, its key's `rpm` of 3 counting /tokenize in a window of its own."""
+    with live_server("server.keys=[{name: gw, key: sk-gw-000001, rpm: 3}]") as upstream:
+        upstreams = f"engine.openai.upstreams=[{{url: {upstream.base_url}, api_key: sk-gw-000001}}]"
+        with live_server(*FAST_WATCH, upstreams, "engine.openai.send_priority=false") as live:
+            chat = {"model": "sim", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+            spend = {"messages": chat["messages"]}
+            for _ in range(2):  # the key's counts spent by its own calls
+                auth = {"Authorization": "Bearer sk-gw-000001"}
+                assert httpx.post(upstream.url + "/tokenize", json=spend, headers=auth).status_code == 200
+            assert live.client().chat.completions.create(**chat).usage.prompt_tokens > 0  # counted: the third
+            pool = live.services.engine.pool.upstreams[0]
+            assert pool.tokenize_after == 0.0
+            assert live.client().chat.completions.create(**chat).usage.prompt_tokens > 0  # refused: estimated
+            assert pool.tokenizes and pool.tokenize_after > time.monotonic() + 30  # not asked for a while
 
 
 def test_prompt_tokens_are_estimated_where_no_upstream_tokenizes() -> None:

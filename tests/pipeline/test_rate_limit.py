@@ -52,6 +52,7 @@ def test_token_counts_have_a_window_of_their_own_at_the_same_rpm():
     with pytest.raises(Refusal) as refused:
         limiter.admit_count(alice)
     assert refused.value.status == 429 and "2 token counts per minute" in refused.value.message
+    assert refused.value.retry_after_s == 60 and not refused.value.headers  # no requests' figures
     limiter.admit_request(alice)
     limiter.admit_request(alice)
     with pytest.raises(Refusal):
