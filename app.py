@@ -91,8 +91,8 @@ def app_for(
 class Server(uvicorn.Server):
     """On Ctrl-C, fail waiting clients with 503 and abort engine work at once, instead of
     letting uvicorn wait for every open stream to finish. Ctrl-C is remembered for the exit code:
-    uvicorn raises it again once it has shut down, yet twice in one run of the 1,484 tests the run
-    returned normally after one (exit 0, where 130 is the shell's code for Ctrl-C)."""
+    uvicorn raises it again once it has shut down, yet the run has returned normally after one
+    (exit 0, where 130 is the shell's code for Ctrl-C)."""
 
     def __init__(self, config: uvicorn.Config, on_exit: Callable[[], Awaitable[None]]) -> None:
         super().__init__(config)
