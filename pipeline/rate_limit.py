@@ -96,10 +96,8 @@ class RateLimiter:
         rpm, now = caller.limits.rpm, self.clock()
         if rpm is not None and self._used(caller.name, kind, window.used(now)) + 1 > rpm:
             wait = window.wait_for_room(now, 1, rpm)
-            refusal = self._refusal(caller, f"rate limit reached for {caller.name}: {rpm} {what} per minute", wait)
-            if kind != "requests":  # OpenAI's headers tell of the requests' window, not this one
-                refusal.headers = {}
-            raise refusal
+            message = f"rate limit reached for {caller.name}: {rpm} {what} per minute"
+            raise self._refusal(caller, message, wait, figures=kind == "requests")  # they tell of requests only
         window.add(now, 1)
         self._share(caller.name, kind, 1)
 
@@ -184,8 +182,11 @@ class RateLimiter:
         if account.day != today:
             account.day, account.day_tokens = today, 0
 
-    def _refusal(self, caller: Caller, message: str, wait_s: float, code: str = "rate_limit_exceeded") -> Refusal:
-        return Refusal(429, message, code=code, retry_after_s=max(1, math.ceil(wait_s)), headers=self.headers(caller))
+    def _refusal(
+        self, caller: Caller, message: str, wait_s: float, code: str = "rate_limit_exceeded", figures: bool = True
+    ) -> Refusal:
+        headers = self.headers(caller) if figures else {}
+        return Refusal(429, message, code=code, retry_after_s=max(1, math.ceil(wait_s)), headers=headers)
 
 
 def duration(seconds: float) -> str:
