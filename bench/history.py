@@ -36,7 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conversations.store import HistoryStore, StoredMessage  # noqa: E402
+from conversations.records import StoredMessage  # noqa: E402
+from conversations.store import HistoryStore  # noqa: E402
 from settings.schema import HistoryConfig  # noqa: E402
 from ui.history.view import chat_rows, choices  # noqa: E402
 

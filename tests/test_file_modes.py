@@ -16,7 +16,8 @@ import pytest
 
 from cache.keys import CacheKey
 from cache.store import CachedResponse, ResponseCache
-from conversations.store import HistoryStore, StoredMessage
+from conversations.records import StoredMessage
+from conversations.store import HistoryStore
 from monitor.logs import configure_logging
 from pipeline.caller import Keyring
 from responses.sealed import ReasoningSeal

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conversations.store import INTERRUPTED, HistoryStore, Imported, ImportProblem, StoredMessage, title_from
+from conversations.records import INTERRUPTED, Imported, ImportProblem, StoredMessage, title_from
+from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from conversations.store import Conversation, StoredMessage
+from conversations.records import Conversation, StoredMessage
 from ui.chat.chat_settings import ChatSettings, settings_values
 from ui.chat.views import stored_count
 from ui.history.export import ImportProblem, file_stem, parse_import, to_json, to_markdown

@@ -17,7 +17,8 @@ import pytest
 
 import conversations.store as store_module
 import ui.history.imports as imports_module
-from conversations.store import Conversation, HistoryStore
+from conversations.records import Conversation
+from conversations.store import HistoryStore
 from tests.conversations.test_store import chat, opened
 from ui.history.export import to_json, to_markdown
 from ui.history.imports import TEXT_CHARS, ImportProblem, Limits, _one, describe, import_file, parse_import

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from conversations.store import STREAMING, HistoryStore, StoredMessage
+from conversations.records import STREAMING, StoredMessage
+from conversations.store import HistoryStore
 from pipeline.caller import Caller
 from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, render
 from ui.chat.call import new_request_id, run_chat

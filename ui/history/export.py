@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from conversations.store import Conversation, Imported, ImportProblem, StoredMessage
+from conversations.records import Conversation, Imported, ImportProblem, StoredMessage
 from ui.history.imports import FORMAT, LATEST, parse_import
 
 __all__ = ["FORMAT", "VERSION", "Imported", "ImportProblem", "file_stem", "parse_import", "to_json", "to_markdown"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 from gradio.utils import get_upload_folder
 
-from conversations.store import Conversation
+from conversations.records import Conversation
 from core.private_files import private_folder_in, write_private
 from ui.account.uploads import UploadRefused, read_upload
 from ui.chat.chat_settings import SETTING_NAMES, ChatSettings, settings_values

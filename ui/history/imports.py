@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conversations.store import OUTCOMES, ROLES, HistoryStore, Imported, ImportProblem, StoredMessage
+from conversations.records import OUTCOMES, ROLES, Imported, ImportProblem, StoredMessage
+from conversations.store import HistoryStore
 from settings.schema import HistoryConfig
 from ui.i18n import message
 

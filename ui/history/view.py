@@ -7,7 +7,7 @@ model is never sent (ui.chat.call) and which count for nothing here (ui.chat.vie
 
 from __future__ import annotations
 
-from conversations.store import Conversation, StoredMessage, Summary
+from conversations.records import Conversation, StoredMessage, Summary
 from ui.chat.views import details_text
 from ui.i18n import message
 
