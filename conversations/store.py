@@ -5,9 +5,10 @@ conversation's id, and a conversation of another owner does not exist for it: th
 page, is what keeps one user's conversations from another. Each message is committed when it is
 written, so a `kill -9` loses at most the unsaved tail of an answer still streaming; an answer
 that was streaming when the server died is marked `interrupted` when the file is next opened.
-Bounded per owner (`max_conversations`, least recently used first) and per conversation
-(`max_messages`, oldest first); an import, written whole in one transaction or not at all, is
-refused rather than pushing anything out. No Gradio here: the page (ui/) uses the store, as the
+Bounded per owner (`max_conversations` and `max_bytes`, least recently used first), per
+conversation (`max_messages`, oldest first) and over every owner (`max_total_bytes`): see
+conversations/bounds.py. An import, written whole in one transaction or not at all, is refused
+where it would pass its owner's bounds rather than push out the owner's own conversations. No Gradio here: the page (ui/) uses the store, as the
 other transports could, and it sits beside the other stores."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 
 import aiosqlite
 
+from conversations import bounds
+from conversations.import_rows import readable, room_for, rows
 from conversations.records import (
     INTERRUPTED,
     STREAMING,
@@ -43,13 +46,16 @@ log = logging.getLogger("gpt_oss_webui.history")
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS conversations (
         id TEXT PRIMARY KEY, owner TEXT NOT NULL, title TEXT NOT NULL, created REAL NOT NULL,
-        updated REAL NOT NULL, settings TEXT NOT NULL)""",
+        updated REAL NOT NULL, settings TEXT NOT NULL, bytes INTEGER NOT NULL DEFAULT 0)""",
     "CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (owner, updated)",
     """CREATE TABLE IF NOT EXISTS messages (
         id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT NOT NULL, role TEXT NOT NULL,
         content TEXT NOT NULL, reasoning TEXT NOT NULL, details TEXT NOT NULL, outcome TEXT NOT NULL,
         reason TEXT NOT NULL, created REAL NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, id)",
+)
+_INSERT_CONVERSATION = (
+    "INSERT INTO conversations (id, owner, title, created, updated, settings) VALUES (?, ?, ?, ?, ?, ?)"
 )
 _INSERT_MESSAGE = (
     "INSERT INTO messages (conversation_id, role, content, reasoning, details, outcome, reason, "
@@ -82,20 +88,23 @@ class HistoryStore:
     async def _setup(self, db: aiosqlite.Connection) -> None:
         for statement in _SCHEMA:
             await db.execute(statement)
+        await bounds.count_sizes(db)
         await db.execute(
             "UPDATE messages SET outcome = ?, reason = ? WHERE outcome = ?",
             (INTERRUPTED, "the server stopped during this answer", STREAMING),
         )
+        await bounds.recount_total(db)
 
     async def create(self, owner: str, title: str, settings: dict[str, Any], created: float | None = None) -> str:
         conversation_id = uuid.uuid4().hex
         now = self.clock() if created is None else created
         async with self._file.transaction() as db:
             await db.execute(
-                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+                _INSERT_CONVERSATION,
                 (conversation_id, owner, title_from(title), now, now, json.dumps(settings)),
             )
             await self._bound_conversations(db, owner)
+            await self._bound_bytes(db, owner, conversation_id)
         return conversation_id
 
     async def list(self, owner: str, query: str = "", limit: int | None = None) -> list[Summary]:
@@ -139,15 +148,11 @@ class HistoryStore:
         if not title.strip():
             return False
         return await self._change(
-            "UPDATE conversations SET title = ? WHERE id = ? AND owner = ?",
-            (" ".join(title.split())[:200], conversation_id, owner),
+            owner, conversation_id, "UPDATE conversations SET title = ?", " ".join(title.split())[:200]
         )
 
     async def save_settings(self, owner: str, conversation_id: str, settings: dict[str, Any]) -> bool:
-        return await self._change(
-            "UPDATE conversations SET settings = ? WHERE id = ? AND owner = ?",
-            (json.dumps(settings), conversation_id, owner),
-        )
+        return await self._change(owner, conversation_id, "UPDATE conversations SET settings = ?", json.dumps(settings))
 
     async def delete(self, owner: str, conversation_id: str) -> bool:
         if not self._file.is_open:
@@ -185,6 +190,7 @@ class HistoryStore:
                 "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?)",
                 (conversation_id, conversation_id, self.config.max_messages),
             )
+            await self._bound_bytes(db, owner, conversation_id)
             return cursor.lastrowid
 
     async def update(self, owner: str, conversation_id: str, message_id: int, message: StoredMessage) -> bool:
@@ -208,6 +214,7 @@ class HistoryStore:
                 ),
             )
             await self._touch(db, conversation_id, self.clock())
+            await self._bound_bytes(db, owner, conversation_id)
             return cursor.rowcount > 0
 
     async def truncate(self, owner: str, conversation_id: str, keep: int) -> bool:
@@ -231,8 +238,12 @@ class HistoryStore:
         evicts nothing for an import: one that would push out earlier conversations is refused."""
         ids = [uuid.uuid4().hex for _ in items]
         async with self._file.transaction() as db:  # rolled back on any error, a cancelled import too
-            await self._room_for(db, owner, items)
+            await room_for(db, owner, items, self.config)
             await self._insert(db, owner, list(zip(ids, items)))
+            held, limit = await bounds.owner_bytes(db, owner), self.config.max_bytes
+            if held > limit:
+                raise ImportProblem("too_large", held=readable(held), limit=readable(limit))
+            await bounds.bound_total(db, self.config.max_total_bytes, ids)
         return ids
 
     async def import_conversation(
@@ -247,12 +258,18 @@ class HistoryStore:
         (conversation_id,) = await self.import_conversations(owner, [Imported(title, settings, messages, created)])
         return conversation_id
 
-    async def _change(self, sql: str, args: tuple) -> bool:
+    async def _change(self, owner: str, conversation_id: str, update: str, value: str) -> bool:
+        """One column of one of the owner's conversations (`update` sets it to `value`)."""
         if not self._file.is_open:
             return False
         async with self._file.transaction() as db:
-            cursor = await db.execute(sql, args)
+            cursor = await db.execute(update + " WHERE id = ? AND owner = ?", (value, conversation_id, owner))
+            await self._bound_bytes(db, owner, conversation_id)
             return cursor.rowcount > 0
+
+    async def _bound_bytes(self, db: aiosqlite.Connection, owner: str, writing: str) -> None:
+        await bounds.bound_owner(db, owner, writing, self.config.max_bytes)
+        await bounds.bound_total(db, self.config.max_total_bytes, (writing,))
 
     @staticmethod
     async def _owns(db: aiosqlite.Connection, owner: str, conversation_id: str) -> bool:
@@ -275,46 +292,9 @@ class HistoryStore:
             await db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
             await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
 
-    async def _room_for(self, db: aiosqlite.Connection, owner: str, items: Sequence[Imported]) -> None:
-        """An ImportProblem where the import does not fit beside what the owner keeps."""
-        limit, longest = self.config.max_conversations, self.config.max_messages
-        if len(items) > limit:
-            raise ImportProblem("too_many_conversations", n=len(items), limit=limit)
-        for n, item in enumerate(items, 1):
-            if len(item.messages) > longest:
-                raise ImportProblem("too_many_messages", conversation=n, n=len(item.messages), limit=longest)
-        async with db.execute("SELECT count(*) FROM conversations WHERE owner = ?", (owner,)) as cursor:
-            row = await cursor.fetchone()
-        held = row[0] if row is not None else 0
-        if held + len(items) > limit:
-            raise ImportProblem("would_drop", n=held + len(items) - limit, limit=limit)
-
     async def _insert(self, db: aiosqlite.Connection, owner: str, pairs: builtins.list[tuple[str, Imported]]) -> None:
         """Every row built first, in a thread (an import file of 50 MiB is a million messages; a value
         JSON cannot hold fails before any write), then two inserts."""
-        conversations, messages = await asyncio.to_thread(_rows, owner, pairs, self.clock())
-        await db.executemany("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)", conversations)
+        conversations, messages = await asyncio.to_thread(rows, owner, pairs, self.clock())
+        await db.executemany(_INSERT_CONVERSATION, conversations)
         await db.executemany(_INSERT_MESSAGE, messages)
-
-
-def _rows(owner: str, pairs: list[tuple[str, Imported]], now: float) -> tuple[list[tuple], list[tuple]]:
-    """The conversations' rows and their messages' rows, for an import."""
-    conversations: list[tuple] = []
-    messages: list[tuple] = []
-    for conversation_id, item in reversed(pairs):  # the file's first conversation ends up at the top
-        created = item.created or now
-        conversations.append((conversation_id, owner, title_from(item.title), created, now, json.dumps(item.settings)))
-        messages += [
-            (
-                conversation_id,
-                m.role,
-                m.content,
-                m.reasoning,
-                json.dumps(m.details),
-                INTERRUPTED if m.outcome == STREAMING else m.outcome,
-                m.reason,
-                m.created or created,
-            )
-            for m in item.messages
-        ]
-    return conversations, messages

@@ -854,6 +854,22 @@ class HistoryConfig(Section):
         1000, ge=1, description="conversations per caller; past it the least recently used one goes first"
     )
     max_messages: int = Field(1000, ge=2, description="messages per conversation; past it its oldest go first")
+    max_bytes: int = Field(
+        268_435_456,
+        ge=65_536,
+        description=(
+            "bytes of conversations per caller (256 MiB: text, reasoning, details, titles and settings); past it the "
+            "least recently used go first, then the oldest messages of the one being written"
+        ),
+    )
+    max_total_bytes: int = Field(
+        4_294_967_296,
+        ge=1_048_576,
+        description=(
+            "bytes of every caller's conversations together (4 GiB); past it those holding the most lose their least "
+            "recently used, until a tenth under it"
+        ),
+    )
 
 
 class UiConfig(Section):

@@ -197,6 +197,8 @@ MESSAGES = {
         "are kept per conversation.",
         "import_would_drop": "this import would push out {n} of your earlier conversations (at most {limit} are "
         "kept); delete some first or import fewer.",
+        "import_too_large": "with this import your conversations would hold {held}; at most {limit} are kept "
+        "per user: delete some first or import fewer.",
         "import_not_uploaded": "that file was not uploaded from this page: upload it again.",
         "import_not_written": "the history could not be written just now.",
         "stopped_reason": "stopped before the end",
@@ -247,6 +249,7 @@ MESSAGES = {
         "import_too_many_conversations": "文件包含 {n} 个对话，每位用户最多保留 {limit} 个。",
         "import_too_many_messages": "文件中第 {conversation} 个对话有 {n} 条消息，每个对话最多保留 {limit} 条。",
         "import_would_drop": "此次导入会挤掉你之前的 {n} 个对话（最多保留 {limit} 个）；请先删除一些，或少导入一些。",
+        "import_too_large": "导入后你的对话将占用 {held}，每位用户最多保留 {limit}：请先删除一些，或少导入一些。",
         "import_not_uploaded": "该文件不是从本页面上传的：请重新上传。",
         "import_not_written": "暂时无法写入对话记录。",
         "stopped_reason": "回答未完成即被停止",

@@ -254,7 +254,7 @@ def test_refusals_read_in_the_readers_language():
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_refusal_has_words_in_both_languages(lang):
-    values = {"conversation": 2, "field": "title", "n": 3, "limit": 1}
+    values = {"conversation": 2, "field": "title", "n": 3, "limit": 1, "held": "70.6 KiB"}
     for code in (
         "not_json",
         "too_deep",
@@ -266,6 +266,7 @@ def test_every_refusal_has_words_in_both_languages(lang):
         "too_many_conversations",
         "too_many_messages",
         "would_drop",
+        "too_large",
         "not_uploaded",
         "not_written",
     ):
@@ -401,7 +402,7 @@ async def test_a_large_import_is_read_and_stored_off_the_event_loop(open_store, 
         return run
 
     monkeypatch.setattr(imports_module, "parse_import", watched("parse", imports_module.parse_import))
-    monkeypatch.setattr(store_module, "_rows", watched("rows", store_module._rows))
+    monkeypatch.setattr(store_module, "rows", watched("rows", store_module.rows))
     store = await open_store(tmp_path / "h.sqlite3")
     assert await import_file(store, OWNER, ours(good(), good("Tries"))) == 2
     assert threads == {"parse": False, "rows": False}
