@@ -119,8 +119,17 @@ def _responses(config: Config) -> ChainedStore:
             stored.max_responses,
             gateway_name(config.server.port),
             max_per_caller=stored.max_per_caller,
+            max_bytes=stored.max_bytes,
+            max_bytes_per_caller=stored.max_bytes_per_caller,
         )
-    return ResponseStore(stored.path, stored.ttl_s, stored.max_responses, max_per_caller=stored.max_per_caller)
+    return ResponseStore(
+        stored.path,
+        stored.ttl_s,
+        stored.max_responses,
+        max_per_caller=stored.max_per_caller,
+        max_bytes=stored.max_bytes,
+        max_bytes_per_caller=stored.max_bytes_per_caller,
+    )
 
 
 def _gpu_monitor(config: Config, scheduler: Scheduler) -> GpuMonitor | None:

@@ -1,7 +1,10 @@
 """Stored responses on Redis (`responses.backend: redis`, at `state.redis_url`), so a chain made
 through one gateway continues through another behind the same load balancer. Each response is
-one key that expires with `ttl_s`; a sorted set by age keeps the count under `max_responses`,
-oldest first, and one per caller its own under `max_per_caller`. A write is acknowledged by Redis before the client hears the response completed;
+one key that expires with `ttl_s`; a sorted set by age keeps the count under `max_responses` and
+the bytes under `max_bytes`, oldest first, and one per caller its own under `max_per_caller` and
+`max_bytes_per_caller`. Each write, with the counts and every eviction it makes, is one Lua script,
+so gateways writing at once never count a response twice or drop one uncounted. A write is
+acknowledged by Redis before the client hears the response completed;
 what Redis keeps across its own restarts is its persistence setting (AOF, RDB). A Redis that
 stops answering is a 503, never a response silently not stored."""
 
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from pipeline.refusal import Refusal
@@ -22,6 +26,84 @@ from responses.store import UNFINISHED, ChainedStore, StoredResponse, failed_by_
 PREFIX = "gptoss:response:"
 BY_AGE = "gptoss:responses:by-age"
 BY_CALLER = "gptoss:responses:by-caller:"  # + the caller's name
+SIZES = "gptoss:responses:sizes"  # id -> "bytes|caller"
+HELD = "gptoss:responses:held"  # caller -> bytes
+TOTAL = "gptoss:responses:bytes"
+_ROW = 128  # what a stored response costs beyond its text, as in the SQLite store
+_UNBOUNDED = 1 << 62
+
+# KEYS: by-age, sizes, held, total. ARGV[1], ARGV[2]: the response and caller prefixes.
+_FORGET = """
+local function forget(rid)
+  redis.call('DEL', ARGV[1] .. rid)
+  redis.call('ZREM', KEYS[1], rid)
+  local size = redis.call('HGET', KEYS[2], rid)
+  if size then
+    local bar = string.find(size, '|', 1, true)
+    local bytes, caller = tonumber(string.sub(size, 1, bar - 1)), string.sub(size, bar + 1)
+    redis.call('ZREM', ARGV[2] .. caller, rid)
+    redis.call('HINCRBY', KEYS[3], caller, -bytes)
+    redis.call('DECRBY', KEYS[4], bytes)
+    redis.call('HDEL', KEYS[2], rid)
+  end
+end
+"""
+# KEYS[5]: the caller's set. ARGV: prefixes, id, caller, created, entry, ttl ms, expired before,
+# max responses, max per caller, max bytes, max bytes per caller.
+_PUT = (
+    _FORGET
+    + """
+local id, caller, created, entry, ttl = ARGV[3], ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
+for _, rid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[8])) do forget(rid) end
+forget(id)
+local size = string.len(entry) + tonumber(ARGV[13])
+redis.call('SET', ARGV[1] .. id, entry, 'PX', ttl)
+redis.call('ZADD', KEYS[1], created, id)
+redis.call('ZADD', KEYS[5], created, id)
+redis.call('PEXPIRE', KEYS[5], ttl)
+redis.call('HSET', KEYS[2], id, size .. '|' .. caller)
+redis.call('HINCRBY', KEYS[3], caller, size)
+redis.call('INCRBY', KEYS[4], size)
+local function trim(set, held, most, most_bytes)
+  while redis.call('ZCARD', set) > most or tonumber(held() or '0') > most_bytes do
+    local oldest = redis.call('ZRANGE', set, 0, 1)
+    local rid = oldest[1] == id and oldest[2] or oldest[1]
+    if not rid then return end
+    forget(rid)
+  end
+end
+trim(KEYS[5], function() return redis.call('HGET', KEYS[3], caller) end, tonumber(ARGV[10]), tonumber(ARGV[12]))
+trim(KEYS[1], function() return redis.call('GET', KEYS[4]) end, tonumber(ARGV[9]), tonumber(ARGV[11]))
+"""
+)
+# ARGV: prefixes, id, entry (its new text, the key's TTL kept).
+_UPDATE = """
+local id, entry = ARGV[3], ARGV[4]
+if redis.call('EXISTS', ARGV[1] .. id) == 0 then return 0 end
+redis.call('SET', ARGV[1] .. id, entry, 'KEEPTTL')
+local size = redis.call('HGET', KEYS[2], id)
+if size then
+  local bar = string.find(size, '|', 1, true)
+  local old, caller = tonumber(string.sub(size, 1, bar - 1)), string.sub(size, bar + 1)
+  local new = string.len(entry) + tonumber(ARGV[5])
+  redis.call('HSET', KEYS[2], id, new .. '|' .. caller)
+  redis.call('HINCRBY', KEYS[3], caller, new - old)
+  redis.call('INCRBY', KEYS[4], new - old)
+end
+return 1
+"""
+_DELETE = _FORGET + "forget(ARGV[3])"
+# A response stored before the bytes were counted (ARGV: prefixes, id, caller): counted once, by
+# whichever gateway comes first.
+_ADOPT = """
+local entry = redis.call('GET', ARGV[1] .. ARGV[3])
+if not entry then return 0 end
+local size = string.len(entry) + tonumber(ARGV[5])
+if redis.call('HSETNX', KEYS[2], ARGV[3], size .. '|' .. ARGV[4]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[3], ARGV[4], size)
+redis.call('INCRBY', KEYS[4], size)
+return 1
+"""
 
 
 class StoreUnavailable(RuntimeError):
@@ -37,11 +119,16 @@ class RedisResponseStore(ChainedStore):
         owner: str,
         clock: Callable[[], float] = time.time,
         max_per_caller: int | None = None,
+        max_bytes: int | None = None,
+        max_bytes_per_caller: int | None = None,
     ) -> None:
         self.url, self.ttl_s, self.max_responses, self.clock = url, ttl_s, max_responses, clock
         self.max_per_caller = max_per_caller or max_responses
+        self.max_bytes = max_bytes or _UNBOUNDED
+        self.max_bytes_per_caller = max_bytes_per_caller or self.max_bytes
         self.owner = owner  # this gateway: the one whose background responses it fails after a restart
         self._redis: Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
 
     async def open(self) -> None:
         self._redis = Redis.from_url(self.url)
@@ -64,37 +151,25 @@ class RedisResponseStore(ChainedStore):
             "input_items": stored.input_items,
             "owner": self.owner,
         }
-        now, redis, own = self.clock(), self._client(), BY_CALLER + stored.caller
-        async with redis.pipeline(transaction=True) as tx:
-            tx.set(PREFIX + stored.id, json.dumps(entry, ensure_ascii=False), px=int(self.ttl_s * 1000))
-            tx.zadd(BY_AGE, {stored.id: stored.created})
-            tx.zadd(own, {stored.id: stored.created})
-            tx.zremrangebyscore(BY_AGE, "-inf", now - self.ttl_s)
-            tx.zremrangebyscore(own, "-inf", now - self.ttl_s)
-            tx.pexpire(own, int(self.ttl_s * 1000))  # a caller gone quiet leaves no set behind
-            tx.zcard(own)
-            mine = (await self._run(tx.execute()))[-1]
-        if mine > self.max_per_caller:  # the oldest first: those the global bound took already, so named here still
-            await self._drop(await self._run(redis.zpopmin(own, mine - self.max_per_caller)), BY_AGE)
-        count = await self._run(redis.zcard(BY_AGE))
-        if count > self.max_responses:
-            await self._drop(await self._run(redis.zpopmin(BY_AGE, count - self.max_responses)), None)
-
-    async def _drop(self, popped: list[tuple[bytes, float]], index: str | None) -> None:
-        """The responses popped off one sorted set, and their names in `index` too."""
-        ids = [rid.decode() for rid, _ in popped]
-        if ids:
-            await self._run(self._client().delete(*(PREFIX + rid for rid in ids)))
-            if index is not None:
-                await self._run(self._client().zrem(index, *ids))
+        text = json.dumps(entry, ensure_ascii=False)
+        bounds = (self.max_responses, self.max_per_caller, self.max_bytes, self.max_bytes_per_caller, _ROW)
+        await self._script(
+            _PUT,
+            [BY_CALLER + stored.caller],
+            stored.id,
+            stored.caller,
+            stored.created,
+            text,
+            int(self.ttl_s * 1000),
+            self.clock() - self.ttl_s,
+            *bounds,
+        )
 
     async def update(self, response_id: str, caller: str, response: dict) -> None:
         entry = await self._entry(response_id, caller)
         if entry is not None:
             entry["response"] = response
-            await self._run(
-                self._client().set(PREFIX + response_id, json.dumps(entry, ensure_ascii=False), keepttl=True)
-            )
+            await self._script(_UPDATE, [], response_id, json.dumps(entry, ensure_ascii=False), _ROW)
 
     async def get(self, response_id: str, caller: str) -> StoredResponse | None:
         entry = await self._entry(response_id, caller)
@@ -107,9 +182,7 @@ class RedisResponseStore(ChainedStore):
     async def delete(self, response_id: str, caller: str) -> bool:
         if await self._entry(response_id, caller) is None:
             return False
-        await self._run(self._client().delete(PREFIX + response_id))
-        await self._run(self._client().zrem(BY_AGE, response_id))
-        await self._run(self._client().zrem(BY_CALLER + caller, response_id))
+        await self._script(_DELETE, [], response_id)
         return True
 
     async def _entry(self, response_id: str, caller: str) -> dict | None:
@@ -122,9 +195,16 @@ class RedisResponseStore(ChainedStore):
         redis = self._client()
         async for key in redis.scan_iter(match=PREFIX + "*", count=500):
             entry = json.loads(await redis.get(key) or "null")
+            if entry:
+                await self._script(_ADOPT, [], key.decode()[len(PREFIX) :], entry["caller"], _ROW)
             if entry and entry.get("owner") == self.owner and entry["response"].get("status") in UNFINISHED:
                 entry["response"] = failed_by_a_stop(entry["response"])
                 await redis.set(key, json.dumps(entry, ensure_ascii=False), keepttl=True)
+
+    async def _script(self, lua: str, keys: list[str], *args: Any) -> Any:
+        """One of the scripts above, on the store's shared keys (and `keys` after them)."""
+        script = self._scripts.get(lua) or self._scripts.setdefault(lua, self._client().register_script(lua))
+        return await self._run(script(keys=[BY_AGE, SIZES, HELD, TOTAL, *keys], args=[PREFIX, BY_CALLER, *args]))
 
     def _client(self) -> Redis:
         if self._redis is None:

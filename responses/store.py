@@ -1,9 +1,12 @@
 """Stored responses for `previous_response_id` and `GET /v1/responses/{id}`: one SQLite file
 through aiosqlite. A response is written, and the write committed, before its client is told it
 completed, so a `kill -9` loses nothing acknowledged. Each response keeps only its own input and
-output items and its predecessor's id; a continuation walks the chain. Bounded by age (`ttl_s`)
-and by count (`max_responses`, oldest first; `max_per_caller`, a caller's own oldest first). Every
-read is by (id, caller): another caller's response does not exist for it."""
+output items and its predecessor's id; a continuation walks the chain. Bounded by age (`ttl_s`),
+by count (`max_responses`, oldest first; `max_per_caller`, a caller's own oldest first) and by
+bytes (`max_bytes`, `max_bytes_per_caller`, likewise): a count alone let one key keep ten
+thousand responses of a mebibyte each. Each caller's bytes are kept by SQLite triggers in the
+transaction of every write (`held`), so they survive a `kill -9` exact. Every read is by
+(id, caller): another caller's response does not exist for it."""
 
 from __future__ import annotations
 
@@ -33,6 +36,19 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 _BY_AGE = "CREATE INDEX IF NOT EXISTS responses_by_age ON responses (created)"
 _BY_CALLER = "CREATE INDEX IF NOT EXISTS responses_by_caller ON responses (caller, created)"
+_SIZE = "(length(CAST({0}.response AS BLOB)) + length(CAST({0}.input_items AS BLOB)) + 128)"
+_HELD = "CREATE TABLE IF NOT EXISTS held (caller TEXT PRIMARY KEY, bytes INTEGER NOT NULL)"
+_TRIGGERS = (
+    f"""CREATE TRIGGER IF NOT EXISTS response_added AFTER INSERT ON responses BEGIN
+        INSERT OR IGNORE INTO held VALUES (NEW.caller, 0);
+        UPDATE held SET bytes = bytes + {_SIZE.format("NEW")} WHERE caller = NEW.caller; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS response_changed AFTER UPDATE ON responses BEGIN
+        UPDATE held SET bytes = bytes - {_SIZE.format("OLD")} WHERE caller = OLD.caller;
+        INSERT OR IGNORE INTO held VALUES (NEW.caller, 0);
+        UPDATE held SET bytes = bytes + {_SIZE.format("NEW")} WHERE caller = NEW.caller; END""",
+    f"""CREATE TRIGGER IF NOT EXISTS response_removed AFTER DELETE ON responses BEGIN
+        UPDATE held SET bytes = bytes - {_SIZE.format("OLD")} WHERE caller = OLD.caller; END""",
+)
 MAX_CHAIN = 10_000
 PURGE_INTERVAL_S = 3600.0
 
@@ -110,9 +126,13 @@ class ResponseStore(ChainedStore):
         max_responses: int,
         clock: Callable[[], float] = time.time,
         max_per_caller: int | None = None,
+        max_bytes: int | None = None,
+        max_bytes_per_caller: int | None = None,
     ) -> None:
         self.path, self.ttl_s, self.max_responses, self.clock = Path(path), ttl_s, max_responses, clock
         self.max_per_caller = max_per_caller or max_responses
+        self.max_bytes = max_bytes
+        self.max_bytes_per_caller = max_bytes_per_caller or max_bytes
         self._file = SqliteFile(self.path, "the response store", log, clock)
         self._count = 0
         self._purged = 0.0
@@ -142,6 +162,15 @@ class ResponseStore(ChainedStore):
         await db.execute(_SCHEMA)
         await db.execute(_BY_AGE)
         await db.execute(_BY_CALLER)
+        async with db.execute("SELECT 1 FROM sqlite_master WHERE name = 'held'") as cur:
+            counted = await cur.fetchone() is not None
+        await db.execute(_HELD)
+        if not counted:  # a file from before the bytes were kept: counted once
+            await db.execute(
+                f"INSERT INTO held SELECT caller, SUM({_SIZE.format('responses')}) FROM responses GROUP BY caller"
+            )
+        for trigger in _TRIGGERS:
+            await db.execute(trigger)
         async with db.execute("SELECT COUNT(*) FROM responses") as cur:
             row = await cur.fetchone()
         self._count = row[0] if row is not None else 0  # COUNT(*) always has its row
@@ -151,8 +180,11 @@ class ResponseStore(ChainedStore):
 
     async def put(self, stored: StoredResponse) -> None:
         async with self._file.transaction() as db:
+            replaced = await db.execute(
+                "DELETE FROM responses WHERE id = ?", (stored.id,)
+            )  # a REPLACE fires no trigger
             cur = await db.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     stored.id,
                     stored.caller,
@@ -162,8 +194,9 @@ class ResponseStore(ChainedStore):
                     json.dumps(stored.input_items, ensure_ascii=False),
                 ),
             )
-            self._count += cur.rowcount
+            self._count += cur.rowcount - replaced.rowcount
             self._count -= await self._evict_own(db, stored.caller)
+            self._count -= await self._evict_bytes(db, stored.caller, stored.id)
         if self._count > self.max_responses:
             await self._evict(self._count - self.max_responses)
         if self.clock() - self._purged > PURGE_INTERVAL_S:
@@ -176,6 +209,7 @@ class ResponseStore(ChainedStore):
                 "UPDATE responses SET response = ? WHERE id = ? AND caller = ?",
                 (json.dumps(response, ensure_ascii=False), response_id, caller),
             )
+            self._count -= await self._evict_bytes(db, caller, response_id)
 
     async def get(self, response_id: str, caller: str) -> StoredResponse | None:
         async with self._file.connected().execute(
@@ -211,9 +245,47 @@ class ResponseStore(ChainedStore):
         )
         return cur.rowcount
 
+    async def _evict_bytes(self, db: aiosqlite.Connection, caller: str, keep: str) -> int:
+        """The caller's own oldest past `max_bytes_per_caller`, then anyone's oldest past `max_bytes`,
+        never `keep` (the response just written); how many went."""
+        gone = 0
+        if self.max_bytes_per_caller is not None:
+            held = await _one(db, "SELECT bytes FROM held WHERE caller = ?", (caller,))
+            gone += await _drop_oldest(db, held - self.max_bytes_per_caller, keep, caller)
+        if self.max_bytes is not None:
+            total = await _one(db, "SELECT SUM(bytes) FROM held", ())
+            gone += await _drop_oldest(db, total - self.max_bytes, keep)
+        return gone
+
     async def _evict(self, n: int) -> None:
         async with self._file.transaction() as db:
             cur = await db.execute(
                 "DELETE FROM responses WHERE id IN (SELECT id FROM responses ORDER BY created LIMIT ?)", (n,)
             )
         self._count -= cur.rowcount
+
+
+async def _drop_oldest(db: aiosqlite.Connection, over: int, keep: str, caller: str | None = None) -> int:
+    """Deletes the oldest responses (of `caller`, or anyone's) until `over` bytes went; how many."""
+    if over <= 0:
+        return 0
+    mine = "caller = ? AND " if caller is not None else ""
+    args = (caller, keep) if caller is not None else (keep,)
+    async with db.execute(
+        f"SELECT id, {_SIZE.format('responses')} FROM responses WHERE {mine}id != ? ORDER BY created", args
+    ) as cur:
+        oldest: list[str] = []
+        async for response_id, size in cur:
+            oldest.append(response_id)
+            over -= size
+            if over <= 0:
+                break
+    for response_id in oldest:
+        await db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
+    return len(oldest)
+
+
+async def _one(db: aiosqlite.Connection, sql: str, args: tuple) -> int:
+    async with db.execute(sql, args) as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 0

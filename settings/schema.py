@@ -740,6 +740,16 @@ class ResponsesConfig(Section):
             "out everyone else's."
         ),
     )
+    max_bytes: int = Field(
+        4_294_967_296,
+        ge=1_048_576,
+        description="Bytes of stored responses in all (4 GiB: each one's input items and output); past it, the oldest go first.",
+    )
+    max_bytes_per_caller: int = Field(
+        1_073_741_824,
+        ge=65_536,
+        description="Bytes of one caller's stored responses (1 GiB); past it, the caller's own oldest go first.",
+    )
 
 
 class UsageConfig(Section):
@@ -866,8 +876,8 @@ class HistoryConfig(Section):
         4_294_967_296,
         ge=1_048_576,
         description=(
-            "bytes of every caller's conversations together (4 GiB); past it those holding the most lose their least "
-            "recently used, until a tenth under it"
+            "bytes of every caller's conversations together (4 GiB); past it the least recently used go, whoever's, "
+            "until a tenth under it"
         ),
     )
 

@@ -1,5 +1,6 @@
 """Stored responses on a real Redis, shared by two gateways (two real servers of ours on the
-simulator): a chain started through one continues through the other, each caller's own, bounded."""
+simulator): a chain started through one continues through the other, each caller's own, bounded
+by count and by bytes, the bytes counted exactly."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import uuid
 
 import httpx
 
-from responses.redis_store import RedisResponseStore
+from responses.redis_store import BY_CALLER, HELD, PREFIX, SIZES, TOTAL, RedisResponseStore
 from responses.store import StoredResponse
 from tests.conftest import live_server
 
@@ -72,3 +73,66 @@ async def test_a_caller_past_its_own_bound_pushes_out_only_its_own_oldest_on_red
         assert await store._redis.zscore("gptoss:responses:by-age", f"{tag}-m0") is None  # gone from the index too
     finally:
         await store.close()
+
+
+def sized(rid: str, caller: str, created: float, kib: int) -> StoredResponse:
+    return StoredResponse(rid, caller, created, None, {"output": []}, [{"content": "x" * kib * 1024}])
+
+
+async def held(store: RedisResponseStore, caller: str) -> tuple[int, int]:
+    """The caller's bytes as the store counts them, and as counted here from its live responses."""
+    redis = store._redis
+    assert redis is not None
+    ids = [rid.decode() for rid in await redis.zrange(BY_CALLER + caller, 0, -1)]
+    texts = [await redis.get(PREFIX + rid) for rid in ids]
+    return int(await redis.hget(HELD, caller) or 0), sum(len(t) + 128 for t in texts if t)
+
+
+async def test_bytes_bound_a_callers_own_oldest_then_everyones_oldest_on_redis(redis_url: str) -> None:
+    store = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test", max_bytes_per_caller=100 * 1024)
+    await store.open()
+    tag, now = uuid.uuid4().hex[:8], time.time()
+    alice, mallory = f"alice-{tag}", f"mallory-{tag}"
+    try:
+        await store.put(sized(f"{tag}-a", alice, now - 30, 40))
+        for i in range(5):
+            await store.put(sized(f"{tag}-m{i}", mallory, now - 20 + i, 40))
+        kept = [i for i in range(5) if await store.get(f"{tag}-m{i}", mallory) is not None]
+        assert kept == [3, 4] and await store.get(f"{tag}-a", alice) is not None
+        assert (await held(store, mallory))[0] == (await held(store, mallory))[1] <= 100 * 1024
+        await store.update(f"{tag}-m4", mallory, {"output": [{"text": "y" * 30 * 1024}]})
+        counted, live = await held(store, mallory)
+        assert counted == live > 100 * 1024  # an update is counted; the next write trims
+        assert await store.delete(f"{tag}-m3", mallory)
+        assert (await held(store, mallory))[0] == (await held(store, mallory))[1]
+        await store.put(sized(f"{tag}-o", f"oldest-{tag}", now - 55, 20))
+        store.max_bytes = int(await store._redis.get(TOTAL)) + 10 * 1024  # the whole store, other tests' too
+        await store.put(sized(f"{tag}-m5", mallory, now, 20))
+        assert await store.get(f"{tag}-o", f"oldest-{tag}") is None  # 20 KiB more: the oldest of anyone's went
+        assert await store.get(f"{tag}-a", alice) is not None
+        assert int(await store._redis.get(TOTAL)) <= store.max_bytes
+        assert await store.get(f"{tag}-m5", mallory) is not None
+    finally:
+        await store.close()
+
+
+async def test_responses_stored_before_the_bytes_are_counted_once_at_open(redis_url: str) -> None:
+    tag, now = uuid.uuid4().hex[:8], time.time()
+    caller = f"old-{tag}"
+    old = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test")
+    await old.open()
+    try:
+        await old.put(sized(f"{tag}-0", caller, now, 5))
+        redis = old._redis
+        assert redis is not None
+        size = int((await redis.hget(SIZES, f"{tag}-0")).split(b"|")[0])
+        await redis.hdel(SIZES, f"{tag}-0")  # as a version that kept no sizes left it
+        await redis.hincrby(HELD, caller, -size)
+        await redis.decrby(TOTAL, size)
+        for _ in range(2):  # two gateways opening: counted once
+            again = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test")
+            await again.open()
+            await again.close()
+        assert await held(old, caller) == (size, size)
+    finally:
+        await old.close()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +34,13 @@ def stored(rid: str, caller: str = "alice", created: float = 0.0, previous: str 
 
 async def opened(path: Path, clock, **bounds) -> ResponseStore:
     store = ResponseStore(
-        str(path), bounds.get("ttl_s", 100.0), bounds.get("max_responses", 100), clock, bounds.get("max_per_caller")
+        str(path),
+        bounds.get("ttl_s", 100.0),
+        bounds.get("max_responses", 100),
+        clock,
+        bounds.get("max_per_caller"),
+        bounds.get("max_bytes"),
+        bounds.get("max_bytes_per_caller"),
     )
     await store.open()
     return store
@@ -76,6 +84,66 @@ async def test_a_caller_past_its_own_bound_pushes_out_only_its_own_oldest(tmp_pa
     assert await store.get("a1", "alice") is not None
     kept = [i for i in range(10) if await store.get(f"m{i}", "mallory") is not None]
     assert kept == [7, 8, 9]
+    await store.close()
+
+
+def sized(rid: str, caller: str, created: float, kib: int) -> StoredResponse:
+    response = stored(rid, caller, created)
+    response.input_items[0]["content"] = "x" * kib * 1024
+    return response
+
+
+def held(path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """Each caller's bytes as the store keeps them, and as counted here from the rows."""
+    with sqlite3.connect(path) as db:
+        kept = dict(db.execute("SELECT caller, bytes FROM held WHERE bytes > 0").fetchall())
+        counted: dict[str, int] = {}
+        for caller, response, items in db.execute("SELECT caller, response, input_items FROM responses"):
+            counted[caller] = counted.get(caller, 0) + len(response.encode()) + len(items.encode()) + 128
+    return kept, counted
+
+
+async def test_bytes_bound_a_callers_own_oldest_then_everyones_oldest(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    store = await opened(path, lambda: 10.0, max_bytes=300 * 1024, max_bytes_per_caller=100 * 1024)
+    await store.put(sized("a1", "alice", 1.0, 40))
+    await store.put(sized("b1", "bob", 2.0, 40))
+    for i in range(5):
+        await store.put(sized(f"m{i}", "mallory", 3.0 + i, 40))
+    mallory = [i for i in range(5) if await store.get(f"m{i}", "mallory") is not None]
+    assert mallory == [3, 4]  # two of 40 KiB fit in 100, three do not
+    assert await store.get("a1", "alice") is not None and await store.get("b1", "bob") is not None
+    for caller in ("carol", "dave"):
+        await store.put(sized(f"{caller}1", caller, 9.0, 80))
+    assert await store.get("a1", "alice") is None  # the oldest of anyone's went for the total
+    assert await store.get("b1", "bob") is not None
+    kept, counted = held(path)
+    assert kept == counted and sum(kept.values()) <= 300 * 1024
+    await store.update("m4", "mallory", {"id": "m4", "output": [{"type": "message", "text": "y" * 70 * 1024}]})
+    assert await store.get("m3", "mallory") is None and await store.get("m4", "mallory") is not None
+    await store.put(sized("carol1", "carol", 9.5, 1))  # the same id again replaces it
+    kept, counted = held(path)
+    assert kept == counted and kept["carol"] < 2 * 1024
+    await store.close()
+
+
+async def test_a_file_from_before_the_bytes_is_counted_when_opened(tmp_path):
+    path = tmp_path / "r.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE responses (id TEXT PRIMARY KEY, caller TEXT NOT NULL, created REAL NOT NULL, "
+            "previous_id TEXT, response TEXT NOT NULL, input_items TEXT NOT NULL)"
+        )
+        for i in range(3):
+            db.execute(
+                "INSERT INTO responses VALUES (?, 'alice', ?, NULL, ?, ?)",
+                (f"r{i}", i, json.dumps({"output": []}), json.dumps(["z" * 50 * 1024])),
+            )
+    store = await opened(path, lambda: 10.0, max_bytes_per_caller=120 * 1024)
+    kept, counted = held(path)
+    assert kept == counted and kept["alice"] > 120 * 1024
+    await store.put(sized("new", "alice", 5.0, 1))
+    assert [rid for rid in ("r0", "r1", "r2", "new") if await store.get(rid, "alice")] == ["r1", "r2", "new"]
     await store.close()
 
 
