@@ -3,10 +3,12 @@ through one gateway continues through another behind the same load balancer. Eac
 one key that expires with `ttl_s`; a sorted set by age keeps the count under `max_responses` and
 the bytes under `max_bytes`, oldest first, and one per caller its own under `max_per_caller` and
 `max_bytes_per_caller`. Each write, with the counts and every eviction it makes, is one Lua script,
-so gateways writing at once never count a response twice or drop one uncounted. A write is
-acknowledged by Redis before the client hears the response completed;
-what Redis keeps across its own restarts is its persistence setting (AOF, RDB). A Redis that
-stops answering is a 503, never a response silently not stored."""
+so gateways writing at once never count a response twice or drop one uncounted; responses gone by
+other means (Redis's own `maxmemory` eviction, a gateway of an earlier version) leave the counts at
+each start and hourly. Every gateway keeps the same `ttl_s`: a write forgets those past it by its
+own clock. A write is acknowledged by Redis before the client hears the response completed; what
+Redis keeps across its own restarts is its persistence setting (AOF, RDB). A Redis that stops
+answering is a 503, never a response silently not stored."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ HELD = "gptoss:responses:held"  # caller -> bytes
 TOTAL = "gptoss:responses:bytes"
 _ROW = 128  # what a stored response costs beyond its text, as in the SQLite store
 _UNBOUNDED = 1 << 62
+SWEEP_INTERVAL_S = 3600.0
 
 # KEYS: by-age, sizes, held, total. ARGV[1], ARGV[2]: the response and caller prefixes.
 _FORGET = """
@@ -54,7 +57,8 @@ _PUT = (
     _FORGET
     + """
 local id, caller, created, entry, ttl = ARGV[3], ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
-for _, rid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[8])) do forget(rid) end
+for _, rid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[8], 'LIMIT', 0, 500)) do forget(rid) end
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[8])
 forget(id)
 local size = string.len(entry) + tonumber(ARGV[13])
 redis.call('SET', ARGV[1] .. id, entry, 'PX', ttl)
@@ -65,11 +69,13 @@ redis.call('HSET', KEYS[2], id, size .. '|' .. caller)
 redis.call('HINCRBY', KEYS[3], caller, size)
 redis.call('INCRBY', KEYS[4], size)
 local function trim(set, held, most, most_bytes)
-  while redis.call('ZCARD', set) > most or tonumber(held() or '0') > most_bytes do
+  for _ = 1, 1000 do
+    if redis.call('ZCARD', set) <= most and tonumber(held() or '0') <= most_bytes then return end
     local oldest = redis.call('ZRANGE', set, 0, 1)
     local rid = oldest[1] == id and oldest[2] or oldest[1]
     if not rid then return end
     forget(rid)
+    redis.call('ZREM', set, rid)
   end
 end
 trim(KEYS[5], function() return redis.call('HGET', KEYS[3], caller) end, tonumber(ARGV[10]), tonumber(ARGV[12]))
@@ -93,6 +99,18 @@ end
 return 1
 """
 _DELETE = _FORGET + "forget(ARGV[3])"
+# Size records whose response is gone by other means (a gateway of an earlier version evicting,
+# Redis's own maxmemory eviction): forgotten, so the counts come back to the truth. ARGV[3...]: ids.
+_SWEEP = (
+    _FORGET
+    + """
+local n = 0
+for i = 3, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. ARGV[i]) == 0 then forget(ARGV[i]); n = n + 1 end
+end
+return n
+"""
+)
 # A response stored before the bytes were counted (ARGV: prefixes, id, caller): counted once, by
 # whichever gateway comes first.
 _ADOPT = """
@@ -129,13 +147,16 @@ class RedisResponseStore(ChainedStore):
         self.owner = owner  # this gateway: the one whose background responses it fails after a restart
         self._redis: Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
+        self._swept = 0.0
 
     async def open(self) -> None:
         self._redis = Redis.from_url(self.url)
         try:
             await self._redis.ping()
             await self._fail_unfinished()
-        except (RedisError, OSError) as exc:
+            await self._sweep()
+        except (RedisError, OSError, Refusal) as exc:
+            await self._redis.aclose()
             raise StoreUnavailable(f"state.redis_url {self.url}: Redis does not answer ({exc})") from None
 
     async def close(self) -> None:
@@ -164,6 +185,8 @@ class RedisResponseStore(ChainedStore):
             self.clock() - self.ttl_s,
             *bounds,
         )
+        if self.clock() - self._swept > SWEEP_INTERVAL_S:
+            await self._sweep()
 
     async def update(self, response_id: str, caller: str, response: dict) -> None:
         entry = await self._entry(response_id, caller)
@@ -200,6 +223,18 @@ class RedisResponseStore(ChainedStore):
             if entry and entry.get("owner") == self.owner and entry["response"].get("status") in UNFINISHED:
                 entry["response"] = failed_by_a_stop(entry["response"])
                 await redis.set(key, json.dumps(entry, ensure_ascii=False), keepttl=True)
+
+    async def _sweep(self) -> None:
+        """The counts back to the truth: at open, and hourly at a write."""
+        self._swept = self.clock()
+        batch: list[str] = []
+        async for rid, _ in self._client().hscan_iter(SIZES, count=500):
+            batch.append(rid.decode())
+            if len(batch) == 500:
+                await self._script(_SWEEP, [], *batch)
+                batch = []
+        if batch:
+            await self._script(_SWEEP, [], *batch)
 
     async def _script(self, lua: str, keys: list[str], *args: Any) -> Any:
         """One of the scripts above, on the store's shared keys (and `keys` after them)."""

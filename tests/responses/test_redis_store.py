@@ -4,12 +4,14 @@ by count and by bytes, the bytes counted exactly."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
 import httpx
+import pytest
 
-from responses.redis_store import BY_CALLER, HELD, PREFIX, SIZES, TOTAL, RedisResponseStore
+from responses.redis_store import BY_AGE, BY_CALLER, HELD, PREFIX, SIZES, TOTAL, RedisResponseStore, StoreUnavailable
 from responses.store import StoredResponse
 from tests.conftest import live_server
 
@@ -136,3 +138,62 @@ async def test_responses_stored_before_the_bytes_are_counted_once_at_open(redis_
         assert await held(old, caller) == (size, size)
     finally:
         await old.close()
+
+
+async def test_an_id_an_earlier_version_left_in_a_callers_set_does_not_stall_a_write(redis_url: str) -> None:
+    """Its global count bound took ids out of the age index only: with no size recorded, the
+    trim picked the same id forever and Redis answered BUSY to every gateway."""
+    store = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test", max_per_caller=2)
+    await store.open()
+    tag, now = uuid.uuid4().hex[:8], time.time()
+    caller = f"orphan-{tag}"
+    try:
+        redis = store._redis
+        assert redis is not None
+        await redis.zadd(BY_CALLER + caller, {f"{tag}-gone": now - 10})
+        for i in range(3):
+            await asyncio.wait_for(store.put(sized(f"{tag}-{i}", caller, now + i, 1)), 5)
+        assert await redis.zrange(BY_CALLER + caller, 0, -1) == [f"{tag}-1".encode(), f"{tag}-2".encode()]
+    finally:
+        await store.close()
+
+
+async def test_counts_come_back_to_the_truth_at_a_start_after_responses_went_by_other_means(redis_url: str) -> None:
+    store = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test")
+    await store.open()
+    tag, now = uuid.uuid4().hex[:8], time.time()
+    caller = f"drift-{tag}"
+    try:
+        for i in range(2):
+            await store.put(sized(f"{tag}-{i}", caller, now + i, 5))
+        redis = store._redis
+        assert redis is not None
+        await redis.delete(PREFIX + f"{tag}-0")  # Redis's maxmemory eviction, or an earlier version's bound
+        await redis.zrem(BY_AGE, f"{tag}-0")
+        counted, live = await held(store, caller)
+        assert counted > live
+        again = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test")
+        await again.open()  # a gateway starting
+        await again.close()
+        counted, live = await held(store, caller)
+        assert counted == live > 0
+    finally:
+        await store.close()
+
+
+async def test_a_redis_error_while_counting_at_open_is_a_clear_start_failure(redis_url: str) -> None:
+    store = RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test")
+    await store.open()
+    await store.put(sized(uuid.uuid4().hex, "anyone", time.time(), 1))
+    redis = store._redis
+    assert redis is not None
+    aside = f"{SIZES}:aside-{uuid.uuid4().hex[:8]}"
+    await redis.rename(SIZES, aside)
+    try:
+        await redis.set(SIZES, "not a hash")
+        with pytest.raises(StoreUnavailable, match="Redis does not answer"):
+            await RedisResponseStore(redis_url, ttl_s=60, max_responses=10**9, owner="test").open()
+    finally:
+        await redis.delete(SIZES)
+        await redis.rename(aside, SIZES)
+        await store.close()
