@@ -25,7 +25,7 @@ class AdmissionController:
     them. While a high request waits for its first token no lower one starts: a prompt
     prefilled in the same engine step would delay it. For the same reason at most
     `lower_prefills` lower requests prefill at once (None: any number) while `high_traffic` (a
-    high request arrived within the last half minute): where prompts prefill on the CPU threads
+    high request arrived within the last five minutes): where prompts prefill on the CPU threads
     that decode (llama.cpp), a high arriving beside several lower prompts waits for all of them.
 
     While `unbounded` (the engine alone would serve the present load on time) the running limit

@@ -18,6 +18,7 @@ from scheduler.state import NO_SLOT_LIMIT, SchedulerState
 log = logging.getLogger("gpt_oss_webui.queue")
 
 _TICK_S = 0.1
+HIGH_PRESENT_S = 300.0  # high traffic comes while one arrived this recently: people pause between turns
 
 
 class Controller:
@@ -96,7 +97,7 @@ class Controller:
         high_rate = s.arrivals.of(PriorityClass.HIGH, s.clock())
         s.admission.high_slots = s.high_demand.slots(high_rate)
         s.admission.high_busy = s.high_demand.busy(high_rate)
-        s.admission.high_traffic = high_rate > 0
+        s.admission.high_traffic = s.arrivals.seen_within(PriorityClass.HIGH, s.clock(), HIGH_PRESENT_S)
         if (s.admission.max_concurrency, s.admission.high_slots, s.admission.unbounded) != before:
             log.debug(
                 "running limit %d -> %d, high slots %d, unbounded %s, burst cap %d "

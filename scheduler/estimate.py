@@ -67,13 +67,20 @@ class ArrivalRates:
         self._surge: dict[PriorityClass, deque[float]] = {c: deque() for c in PriorityClass}
         self._step: dict[PriorityClass, deque[float]] = {c: deque() for c in PriorityClass}
         self._first: float | None = None
+        self._last: dict[PriorityClass, float] = {}
 
     def record(self, priority: PriorityClass, now: float) -> None:
+        self._last[priority] = now
         self._arrivals[priority].append(now)
         self._surge[priority].append(now)
         self._step[priority].append(now)
         if self._first is None:
             self._first = now
+
+    def seen_within(self, priority: PriorityClass, now: float, span_s: float) -> bool:
+        """Whether a request of `priority` arrived in the last `span_s`."""
+        last = self._last.get(priority)
+        return last is not None and now - last <= span_s
 
     def above(self, priority: PriorityClass, now: float) -> float:
         """Arrivals per second of the classes ranked above `priority`, each read as `of` reads it:

@@ -616,7 +616,7 @@ class SchedulerConfig(Section):
         le=4096,
         description=(
             "Medium and low requests that may be prefilling at once (started, no first token yet) while high requests "
-            "come (one within the last 30 s); 0: the engine's "
+            "come (one within the last five minutes); 0: the engine's "
             "choice, 1 on llama.cpp and on vLLM's CPU build (prompts prefill on the threads that decode, so a high "
             "prompt waits for every prompt beside it), any number on vLLM on a GPU and the simulator."
         ),

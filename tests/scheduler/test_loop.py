@@ -8,6 +8,7 @@ import pytest
 
 from core.types import Delta
 from engine.sim import SimEngine
+from scheduler.controller import HIGH_PRESENT_S
 from scheduler.loop import Scheduler
 from scheduler.outcome import Outcome
 from scheduler.request import Dispatched, SchedulerError
@@ -269,6 +270,21 @@ async def test_highs_start_past_a_fallen_limit_while_their_own_traffic_needs_the
     highs = [sched.submit(make_request(P.HIGH, max_tokens=2000)) for _ in range(6)]
     assert [t.request.state.value for t in lows] == ["running", "running", "queued"]
     assert [t.request.state.value for t in highs] == ["running"] * 5 + ["queued"]
+    await stop(sched)
+
+
+@pytest.mark.parametrize(("high_ago_s", "prefilling"), [(120.0, 1), (HIGH_PRESENT_S + 1, 3)])
+async def test_lower_prompts_prefill_one_at_a_time_for_minutes_after_a_high(high_ago_s, prefilling):
+    """People pause between turns, and a benchmark's servers take turns: at a step to 3x capacity on
+    llama.cpp after two minutes without a high, four lows prefilled together and the first high
+    behind them waited 1.7 s for its first token. Five minutes without one, they batch again."""
+    clock = FakeClock()
+    sched = await started(slots=8, latency_ms=100, clock=clock, lower_prefills=1)
+    sched.state.arrivals.record(P.HIGH, clock())
+    clock.advance(high_ago_s)
+    sched.adjust_limit()
+    lows = [sched.submit(make_request(P.LOW, max_tokens=3)) for _ in range(3)]
+    assert [t.request.state.value for t in lows].count("running") == prefilling
     await stop(sched)
 
 

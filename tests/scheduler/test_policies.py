@@ -192,7 +192,7 @@ def test_a_burst_prefills_one_lower_prompt_at_a_time_where_prompts_gain_nothing_
 
 def test_batch_lines_alone_prefill_at_once_and_beside_interactive_ones_as_lower_prompts_do():
     adm = AdmissionController(max_concurrency=4, token_budget=None, upper=32, lower_prefills=1)
-    adm.background_slots, adm.high_traffic = 32, True  # a high came in the last half minute, none runs
+    adm.background_slots, adm.high_traffic = 32, True  # a high came in the last five minutes, none runs
     lines = [make_request(P.LOW, background=True) for _ in range(10)]
     for line in lines[:8]:
         assert adm.fits(line)  # an interactive arrival would preempt the newest: no need to wait
