@@ -21,6 +21,8 @@ from collections.abc import Collection
 
 import aiosqlite
 
+from core.sqlite_file import scalar
+
 _CONVERSATION_ROW = 256  # what a conversation costs beyond its title and settings
 _MESSAGE_ROW = 64
 _TOTAL_AFTER = 0.9
@@ -88,11 +90,11 @@ async def recount_total(db: aiosqlite.Connection) -> None:
 
 
 async def owner_bytes(db: aiosqlite.Connection, owner: str) -> int:
-    return await _one(db, "SELECT COALESCE(SUM(bytes), 0) FROM conversations WHERE owner = ?", (owner,))
+    return await scalar(db, "SELECT COALESCE(SUM(bytes), 0) FROM conversations WHERE owner = ?", (owner,))
 
 
 async def total_bytes(db: aiosqlite.Connection) -> int:
-    return await _one(db, "SELECT bytes FROM history_total WHERE id = 0", ())
+    return await scalar(db, "SELECT bytes FROM history_total WHERE id = 0", ())
 
 
 async def bound_owner(db: aiosqlite.Connection, owner: str, writing: str, limit: int) -> None:
@@ -152,9 +154,3 @@ async def _drop(db: aiosqlite.Connection, conversations: list[tuple[str, int]], 
         await db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
         over -= size
     return over
-
-
-async def _one(db: aiosqlite.Connection, sql: str, args: tuple) -> int:
-    async with db.execute(sql, args) as cursor:
-        row = await cursor.fetchone()
-    return int(row[0]) if row is not None and row[0] is not None else 0

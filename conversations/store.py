@@ -8,8 +8,9 @@ that was streaming when the server died is marked `interrupted` when the file is
 Bounded per owner (`max_conversations` and `max_bytes`, least recently used first), per
 conversation (`max_messages`, oldest first) and over every owner (`max_total_bytes`): see
 conversations/bounds.py. An import, written whole in one transaction or not at all, is refused
-where it would pass its owner's bounds rather than push out the owner's own conversations. No Gradio here: the page (ui/) uses the store, as the
-other transports could, and it sits beside the other stores."""
+where it would pass its owner's bounds rather than push out the owner's own conversations (the
+total's bound may still take anyone's least recently used). No Gradio here: the page (ui/) uses
+the store, as the other transports could, and it sits beside the other stores."""
 
 from __future__ import annotations
 

@@ -33,6 +33,13 @@ def schema(*statements: str) -> Setup:
     return setup
 
 
+async def scalar(db: aiosqlite.Connection, sql: str, args: tuple = ()) -> int:
+    """The first column of the query's first row as an integer; 0 where there is none (or NULL)."""
+    async with db.execute(sql, args) as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
 class SqliteFile:
     """One store's file and its connection; `what` names the store in the error when it is not open."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from core.sqlite_file import SqliteFile
+from core.sqlite_file import SqliteFile, scalar
 
 log = logging.getLogger("gpt_oss_webui.responses")
 
@@ -180,9 +180,8 @@ class ResponseStore(ChainedStore):
 
     async def put(self, stored: StoredResponse) -> None:
         async with self._file.transaction() as db:
-            replaced = await db.execute(
-                "DELETE FROM responses WHERE id = ?", (stored.id,)
-            )  # a REPLACE fires no trigger
+            # a DELETE, not INSERT OR REPLACE: a REPLACE fires no delete trigger, and `held` would drift
+            replaced = await db.execute("DELETE FROM responses WHERE id = ?", (stored.id,))
             cur = await db.execute(
                 "INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -250,10 +249,10 @@ class ResponseStore(ChainedStore):
         never `keep` (the response just written); how many went."""
         gone = 0
         if self.max_bytes_per_caller is not None:
-            held = await _one(db, "SELECT bytes FROM held WHERE caller = ?", (caller,))
+            held = await scalar(db, "SELECT bytes FROM held WHERE caller = ?", (caller,))
             gone += await _drop_oldest(db, held - self.max_bytes_per_caller, keep, caller)
         if self.max_bytes is not None:
-            total = await _one(db, "SELECT SUM(bytes) FROM held", ())
+            total = await scalar(db, "SELECT SUM(bytes) FROM held", ())
             gone += await _drop_oldest(db, total - self.max_bytes, keep)
         return gone
 
@@ -283,9 +282,3 @@ async def _drop_oldest(db: aiosqlite.Connection, over: int, keep: str, caller: s
     for response_id in oldest:
         await db.execute("DELETE FROM responses WHERE id = ?", (response_id,))
     return len(oldest)
-
-
-async def _one(db: aiosqlite.Connection, sql: str, args: tuple) -> int:
-    async with db.execute(sql, args) as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row is not None and row[0] is not None else 0
