@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import aiosqlite
 
 from conversations.records import INTERRUPTED, STREAMING, Imported, ImportProblem, title_from
+from core.sqlite_file import scalar
 from settings.schema import HistoryConfig
 
 
@@ -20,9 +21,7 @@ async def room_for(db: aiosqlite.Connection, owner: str, items: Sequence[Importe
     for n, item in enumerate(items, 1):
         if len(item.messages) > longest:
             raise ImportProblem("too_many_messages", conversation=n, n=len(item.messages), limit=longest)
-    async with db.execute("SELECT count(*) FROM conversations WHERE owner = ?", (owner,)) as cursor:
-        row = await cursor.fetchone()
-    held = row[0] if row is not None else 0
+    held = await scalar(db, "SELECT count(*) FROM conversations WHERE owner = ?", (owner,))
     if held + len(items) > limit:
         raise ImportProblem("would_drop", n=held + len(items) - limit, limit=limit)
 
