@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 
 from engine.base import EngineError, EngineRejected
 from scheduler.events import QueueEvent
@@ -200,9 +201,10 @@ class Dispatcher:
             self.dispatch()
         return len(suspended)
 
-    def _running(self) -> list[Request]:
+    def _running(self) -> Iterator[Request]:
+        """Lazily: most dispatches ask nothing of it (no high needs room)."""
         s = self.state
-        return [t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING]
+        return (t.request for key in s.tasks if (t := s.tickets.get(key)) and t.request.state is RequestState.RUNNING)
 
     def _suspend(self, request: Request) -> bool:
         """Out of the engine and back in the queue in its old place, its stream open."""

@@ -12,6 +12,7 @@ MIN_SPAN_S = 5.0
 SURGE_S = 10.0  # a class's rate over this span counts where it is above the window's
 STEP_S = 3.0  # ...and over this one, where it holds enough arrivals to be more than a cluster
 STEP_MIN = 8
+_ABOVE = {p: tuple(c for c in PriorityClass if c.rank < p.rank) for p in PriorityClass}  # asked per request
 
 
 class DrainEstimator:
@@ -86,7 +87,7 @@ class ArrivalRates:
         """Arrivals per second of the classes ranked above `priority`, each read as `of` reads it:
         over the window alone, the door read a sixth of the highs' rate 5 s into a step from quiet
         to 5x capacity and promised lows waits that the highs then took."""
-        return sum(self.of(cls, now) for cls in PriorityClass if cls.rank < priority.rank)
+        return sum(self.of(cls, now) for cls in _ABOVE[priority])
 
     def of(self, priority: PriorityClass, now: float) -> float:
         """Arrivals per second of `priority` itself: over the window, or over its last `SURGE_S`

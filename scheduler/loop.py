@@ -132,14 +132,15 @@ class Scheduler:
         self.state.arrivals.record(request.priority, request.arrival)
         if request.priority is PriorityClass.HIGH:
             self.admission.high_traffic = True
-        log.debug(
-            "enqueue id=%s caller=%s class=%s score=%.2f queued=%d",
-            request.request_id,
-            request.caller,
-            request.priority.value,
-            request.score,
-            len(self.queue),
-        )
+        if log.isEnabledFor(logging.DEBUG):  # its arguments cost as much as the queue's push
+            log.debug(
+                "enqueue id=%s caller=%s class=%s score=%.2f queued=%d",
+                request.request_id,
+                request.caller,
+                request.priority.value,
+                request.score,
+                len(self.queue),
+            )
         self.dispatcher.dispatch()
         self.state.background.seen_interactive(request.arrival)
         self.dispatcher.yield_background()
