@@ -32,7 +32,7 @@ async def create_chat_completion(request: Request) -> Response:
         caller=caller,
         params=body,
         hints=PriorityHints(request.headers.get("x-priority"), batch),
-        request_id=body.request_id or _header_request_id(request),
+        request_id=body.request_id or header_request_id(request),
         cache_control=request.headers.get("cache-control", ""),
         streamed=body.stream and not batch,
     )
@@ -72,7 +72,7 @@ def check_template_kwargs(kwargs: dict | None) -> None:
         raise APIError(400, message, param=param, code="invalid_value")
 
 
-def _header_request_id(request: Request) -> str | None:
+def header_request_id(request: Request) -> str | None:
     value = request.headers.get("x-request-id")
     if value and not re.fullmatch(REQUEST_ID_PATTERN, value):
         raise APIError(

@@ -13,6 +13,7 @@ from starlette.requests import ClientDisconnect
 from api.deps import services_of
 from pipeline.refusal import Refusal
 from protocols.anthropic_messages import render as anthropic
+from protocols.ollama import render as ollama
 from protocols.openai_chat.render import error_body
 
 log = logging.getLogger("gpt_oss_webui.api")
@@ -33,11 +34,12 @@ class APIError(Refusal):
 
 
 ANTHROPIC_PATHS = "/v1/messages"  # Anthropic's Messages API answers its errors in Anthropic's shape
+OLLAMA_PATHS = "/api/"  # Ollama's API, in Ollama's: {"error": "..."}
 
 
 def error_response(refusal: Refusal, headers: dict[str, str] | None = None, path: str = "") -> JSONResponse:
     """The refusal in the shape of the API `path` belongs to: OpenAI's everywhere but the Messages
-    API, whose clients read Anthropic's (and retry its 529 for capacity)."""
+    API, whose clients read Anthropic's (and retry its 529 for capacity), and Ollama's API."""
     extra = dict(refusal.headers)
     if refusal.retry_after_s is not None:
         extra["Retry-After"] = str(refusal.retry_after_s)
@@ -48,7 +50,8 @@ def error_response(refusal: Refusal, headers: dict[str, str] | None = None, path
             status_code=anthropic.status_of(refusal),
             headers={**extra, **limits, **(headers or {})},
         )
-    return JSONResponse(error_body(refusal), status_code=refusal.status, headers={**extra, **(headers or {})})
+    body = ollama.error_body(refusal) if path.startswith(OLLAMA_PATHS) else error_body(refusal)
+    return JSONResponse(body, status_code=refusal.status, headers={**extra, **(headers or {})})
 
 
 def install_error_handlers(app: FastAPI) -> None:

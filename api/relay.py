@@ -42,7 +42,11 @@ Render = Callable[[Event, AsyncIterator[Event]], AsyncIterator[str]]
 
 
 async def stream_response(
-    run: ChatRun, render: Render, headers: dict[str, str] | None = None, path: str = ""
+    run: ChatRun,
+    render: Render,
+    headers: dict[str, str] | None = None,
+    path: str = "",
+    media_type: str = "text/event-stream",
 ) -> Response:
     """The first event decides the status: a refusal is an HTTP error; otherwise the stream opens,
     carrying the exact queue wait in its headers when the run started within a notice interval.
@@ -58,7 +62,10 @@ async def stream_response(
         return error_response(first.refusal, {**run_headers(run, 0.0), **(headers or {})}, path)
     wait = first.waited_s if isinstance(first, Queued) else first.queue_wait_s if isinstance(first, Started) else 0.0
     return EventStream(
-        render(first, events), on_close=events.aclose, headers={**run_headers(run, wait), **(headers or {})}
+        render(first, events),
+        on_close=events.aclose,
+        headers={**run_headers(run, wait), **(headers or {})},
+        media_type=media_type,
     )
 
 
@@ -113,8 +120,14 @@ class EventStream(StreamingResponse):
     """A streaming response that closes its run however it ends, even if the client left before
     the first byte."""
 
-    def __init__(self, content: AsyncIterator[str], on_close: Callable, headers: dict[str, str]) -> None:
-        super().__init__(content, media_type="text/event-stream", headers=headers)
+    def __init__(
+        self,
+        content: AsyncIterator[str],
+        on_close: Callable,
+        headers: dict[str, str],
+        media_type: str = "text/event-stream",
+    ) -> None:
+        super().__init__(content, media_type=media_type, headers=headers)
         self._on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -231,7 +231,7 @@ _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 def unrouted(routers: Sequence[APIRouter]) -> APIRouter:
-    """A catch-all for any other /v1 path or method, answered here rather than by the page mounted
+    """A catch-all for any other /v1 or /api path or method, answered here rather than by the page mounted
     at /: 405 with Allow where one of `routers` has the path, else 404, both as OpenAI errors. Given
     the routers themselves: FastAPI may wrap what `include_router` adds to the app's routes."""
     routes = [route for r in routers for route in r.routes if isinstance(route, APIRoute)]
@@ -250,5 +250,6 @@ def unrouted(routers: Sequence[APIRouter]) -> APIRouter:
         raise APIError(404, f"no route {request.url.path}", code="not_found")
 
     catch_all = APIRouter()
-    catch_all.add_api_route("/v1/{rest:path}", no_such_route, methods=_METHODS, include_in_schema=False)
+    for prefix in ("/v1", "/api"):  # ours and OpenAI's, Ollama's
+        catch_all.add_api_route(f"{prefix}/{{rest:path}}", no_such_route, methods=_METHODS, include_in_schema=False)
     return catch_all

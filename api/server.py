@@ -19,6 +19,7 @@ from api.batches import router as batches_router
 from api.errors import install_error_handlers
 from api.messages import router as messages_router
 from api.middleware import BodyLimitAndRequestId
+from api.ollama import router as ollama_router
 from api.responses import router as responses_router
 from api.responses_background import BackgroundResponses
 from api.routes import router, unrouted
@@ -88,11 +89,14 @@ def create_app(services: Services, on_engine_failure: Callable[[BaseException], 
     app.include_router(access_router)
     app.include_router(responses_router)
     app.include_router(messages_router)
+    app.include_router(ollama_router)
     app.include_router(batches_router)
     app.include_router(admin_keys_router)
     app.include_router(router)
     app.include_router(
-        unrouted([access_router, responses_router, messages_router, batches_router, admin_keys_router, router])
+        unrouted(
+            [access_router, responses_router, messages_router, ollama_router, batches_router, admin_keys_router, router]
+        )
     )  # last: every other /v1 path
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]  # FastAPI's documented way
     return app

@@ -20,7 +20,7 @@ from pipeline.call_params import ChatParams
 from pipeline.caller import Caller
 from pipeline.events import Event, Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, Usage
 from pipeline.forced_call import ForcedCallReader
-from pipeline.prepare import check_model, prepare_generation
+from pipeline.prepare import AnswerBound, check_model, prepare_generation
 from pipeline.rate_limit import RateLimiter
 from pipeline.refusal import YIELDED, Refusal
 from pipeline.usage import UsageLedger, UsageTotals
@@ -58,6 +58,7 @@ class ChatCall:
     cache_control: str = ""
     streamed: bool = False
     timeout_s: float | None = None
+    bound: AnswerBound | None = None  # the answer stops where the context ends (Ollama), not a 400
 
 
 class ChatPipeline:
@@ -141,7 +142,9 @@ class ChatPipeline:
     async def _submit(
         self, call: ChatCall, request_id: str, priority: PriorityClass, score: float
     ) -> tuple[Ticket, ForcedCallReader | None]:
-        generation = await prepare_generation(self.engine, call.params, self.config.server.default_max_tokens)
+        generation = await prepare_generation(
+            self.engine, call.params, self.config.server.default_max_tokens, call.bound
+        )
         prompt, params = generation.prompt, generation.params
         caller = call.caller
         self.limiter.check_tokens(caller, prompt.num_tokens)

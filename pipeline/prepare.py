@@ -55,7 +55,19 @@ def check_params_supported(engine: EngineBackend, body: ChatParams) -> None:
             )
 
 
-async def prepare_generation(engine: EngineBackend, body: ChatParams, default_max_tokens: int) -> Generation:
+@dataclass(slots=True, frozen=True)
+class AnswerBound:
+    """For a wire whose answers stop where the context ends (Ollama's): the context a request asks
+    for (`num_ctx`; None: the model's) and the tokens it wants at most (None: the server's
+    default). The answer gets what is left of both, never a 400 for asking more."""
+
+    context_tokens: int | None = None
+    answer_tokens: int | None = None
+
+
+async def prepare_generation(
+    engine: EngineBackend, body: ChatParams, default_max_tokens: int, bound: AnswerBound | None = None
+) -> Generation:
     """The engine's prompt (with its token count, rendered tools included) and its parameters."""
     check_ready(engine)
     check_tools_supported(engine, body)
@@ -67,7 +79,11 @@ async def prepare_generation(engine: EngineBackend, body: ChatParams, default_ma
         [m.to_chat() for m in body.messages], body.reasoning_effort, use.tools if use else (), body.chat_template_kwargs
     )
     params = GenParams(
-        max_tokens=_max_tokens(engine, body, prompt.num_tokens, default_max_tokens),
+        max_tokens=(
+            _max_tokens(engine, body, prompt.num_tokens, default_max_tokens)
+            if bound is None
+            else _bounded(engine, bound, prompt.num_tokens, default_max_tokens)
+        ),
         temperature=body.temperature,
         top_p=body.top_p,
         stop=body.stop_list,
@@ -100,6 +116,22 @@ def _logit_bias(body: ChatParams) -> dict[int, float] | None:
     if any(not -100 <= v <= 100 for v in bias.values()):
         raise Refusal(400, "logit_bias values must be between -100 and 100", param="logit_bias", code="invalid_value")
     return bias
+
+
+def _bounded(engine: EngineBackend, bound: AnswerBound, prompt_tokens: int, default: int) -> int:
+    caps = engine.capabilities
+    context = min(caps.max_model_len, bound.context_tokens or caps.max_model_len)
+    room = context - prompt_tokens
+    if room < 1:
+        param = "options.num_ctx" if context < caps.max_model_len else "messages"
+        raise Refusal(
+            400,
+            f"the context is {context} tokens; the messages take {prompt_tokens}, leaving no room for an answer",
+            param=param,
+            code="context_length_exceeded",
+        )
+    budget_room = room if caps.token_budget is None else caps.token_budget - prompt_tokens
+    return max(1, min(bound.answer_tokens or default, room, budget_room))
 
 
 def _max_tokens(engine: EngineBackend, body: ChatParams, prompt_tokens: int, default: int) -> int:

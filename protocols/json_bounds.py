@@ -20,7 +20,8 @@ SCHEMA_PLACES = (
     ("text", "format", "schema"),
     ("tools", "*", "input_schema"),
     ("output_config", "format", "schema"),
-)  # the last two: Anthropic's
+    ("format",),
+)  # input_schema and output_config: Anthropic's; a top-level format: Ollama's
 KWARGS_PLACES = (("chat_template_kwargs",),)
 
 

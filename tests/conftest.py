@@ -74,7 +74,8 @@ class LiveServer:
     def client(self, **kwargs) -> openai.OpenAI:
         """An official client, closed with the server so no socket is left to the garbage collector."""
         client = openai.OpenAI(
-            base_url=self.base_url, api_key=kwargs.pop("api_key", "sk-test"),
+            base_url=self.base_url,
+            api_key=kwargs.pop("api_key", "sk-test"),
             max_retries=kwargs.pop("max_retries", 0),
             **kwargs,
         )

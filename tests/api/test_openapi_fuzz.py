@@ -1,5 +1,5 @@
 """Schemathesis, driven by the server's own /openapi.json, over every route of a live server on
-the simulator: no 5xx, and every 4xx under /v1 an OpenAI error object."""
+the simulator: no 5xx, and every 4xx in its API's shape (OpenAI's, Anthropic's, Ollama's)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ def test_every_route_answers_without_5xx_and_in_the_openai_shape(fuzzed_server: 
         "GET /v1/models",
         "GET /v1/queue/status",
         "DELETE /v1/cache",
+        "POST /api/chat",
+        "GET /api/tags",
     }
     for operation, mode in itertools.product(operations, GenerationMode):  # valid inputs, and invalid ones
 
@@ -41,6 +43,9 @@ def test_every_route_answers_without_5xx_and_in_the_openai_shape(fuzzed_server: 
             if response.status_code >= 400 and case.path.startswith("/v1/messages"):  # Anthropic's shape
                 body = response.json()
                 assert body["type"] == "error" and sorted(body["error"]) == ["message", "type"], where
+            elif response.status_code >= 400 and case.path.startswith("/api/"):  # Ollama's shape
+                body = response.json()
+                assert list(body) == ["error"] and body["error"], where
             elif response.status_code >= 400 and case.path.startswith("/v1/"):
                 error = response.json()["error"]
                 assert sorted(error) == ["code", "message", "param", "type"] and error["message"], where

@@ -1,0 +1,115 @@
+"""An Ollama request as the chat completion the pipeline runs: its messages (a tool result paired
+with the call it answers), options as sampling fields, `format` as a response format, `think` as
+the reasoning effort. One pipeline under every API, so the door, fair share, limits and usage
+treat them alike."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from protocols.ollama.request import ChatRequest, GenerateRequest, Message, Options
+
+
+class Untranslatable(ValueError):
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def served_name(model: str) -> str:
+    """Ollama names carry a tag (`name:latest` where none is given); the served model has one."""
+    return model.removesuffix(":latest")
+
+
+def chat_fields(body: ChatRequest | GenerateRequest, served: str) -> dict[str, Any]:
+    """The chat completion request's fields, before it checks them."""
+    options = body.options or Options()
+    messages = chat_messages(body.messages) if isinstance(body, ChatRequest) else _prompt_messages(body)
+    fields: dict[str, Any] = {
+        "model": served if served_name(body.model) == served else body.model,
+        "messages": messages,
+        "stream": body.stream,
+        "max_tokens": options.num_predict if options.num_predict and options.num_predict > 0 else None,
+        "temperature": options.temperature,
+        "top_p": options.top_p,
+        "top_k": options.top_k,
+        "min_p": options.min_p,
+        "seed": options.seed,
+        "stop": options.stop,
+        "repetition_penalty": options.repeat_penalty,
+        "presence_penalty": options.presence_penalty,
+        "frequency_penalty": options.frequency_penalty,
+        "response_format": _response_format(body.format),
+        "logprobs": body.logprobs,
+        "top_logprobs": body.top_logprobs,
+        **_thinking(body.think),
+    }
+    if options.num_predict == 0:
+        raise Untranslatable("options.num_predict", "options.num_predict must be positive, -1 or -2; got 0")
+    if isinstance(body, ChatRequest) and body.tools:
+        fields["tools"] = body.tools
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """A tool message answers a call of the assistant turn before it: the one it names
+    (`tool_call_id`, or the first unanswered of `tool_name`), else the next unanswered."""
+    out: list[dict[str, Any]] = []
+    unanswered: list[tuple[str, str]] = []  # (id, name) of the last assistant turn's calls
+    for i, message in enumerate(messages):
+        if message.role == "tool":
+            out.append(
+                {"role": "tool", "content": message.content or "", "tool_call_id": _answered(message, unanswered, i)}
+            )
+            continue
+        turn: dict[str, Any] = {"role": message.role, "content": message.content or ""}
+        if message.role == "assistant":
+            calls = [
+                (call.id or f"call_{i}_{j}", call.function.name, call.function.arguments)
+                for j, call in enumerate(message.tool_calls or ())
+            ]
+            unanswered = [(call_id, name) for call_id, name, _ in calls]
+            if calls:
+                turn["tool_calls"] = [
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+                    for call_id, name, arguments in calls
+                ]
+                turn["content"] = message.content or None
+            if message.thinking:
+                turn["reasoning_content"] = message.thinking
+        elif message.thinking or message.tool_calls:
+            field = "thinking" if message.thinking else "tool_calls"
+            raise Untranslatable(f"messages.{i}.{field}", f"a {message.role} message cannot hold {field}")
+        out.append(turn)
+    return out
+
+
+def _answered(message: Message, unanswered: list[tuple[str, str]], i: int) -> str:
+    for k, (call_id, name) in enumerate(unanswered):
+        if message.tool_call_id in (None, call_id) and message.tool_name in (None, name):
+            del unanswered[k]
+            return call_id
+    raise Untranslatable(f"messages.{i}", "a tool message must answer a tool call of the assistant turn before it")
+
+
+def _prompt_messages(body: GenerateRequest) -> list[dict[str, Any]]:
+    messages = [{"role": "system", "content": body.system}] if body.system else []
+    return [*messages, {"role": "user", "content": body.prompt or ""}]
+
+
+def _response_format(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
+    if not fmt:
+        return None
+    if fmt == "json":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": "format", "schema": fmt, "strict": True}}
+
+
+def _thinking(think: bool | str | None) -> dict[str, Any]:
+    """`think`: a level is the reasoning effort (as on chat, `X-Reasoning-Effort: ignored` where
+    the model takes none); false leaves the thinking out of the answer (gpt-oss reasons whatever
+    it is told, so its tokens are spent all the same)."""
+    if think is False:
+        return {"include_reasoning": False}
+    return {"reasoning_effort": think} if isinstance(think, str) else {}

@@ -1,0 +1,245 @@
+"""Ollama's API through the official `ollama` Python client against a live server on the simulator
+(plain and harmony): chat and generate, streamed and whole, tools round-tripped with arguments as
+objects, format, think, options, the model list; errors as Ollama's `{"error": ...}` the client
+raises as `ResponseError`; and the pipeline's rules (keys, classes, limits, the queue) as on chat."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+
+import httpx
+import ollama
+import pytest
+
+from tests.conftest import LiveServer, live_server
+
+KEYS = (
+    "server.keys=[{name: alice, key: sk-alice-0001, rpm: 100}, {name: bob, key: sk-bob-00001},"
+    " {name: ops, key: sk-ops-00001, admin: true}, {name: slow, key: sk-slow-0001, rpm: 1}]"
+)
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city", "days"],
+        },
+    },
+}
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "harmony"])
+def live(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    with live_server(
+        KEYS, f"engine.sim.harmony={str(request.param).lower()}", "engine.sim.natural_stop=true"
+    ) as server:
+        server.status_key = "sk-ops-00001"
+        yield server
+
+
+def client(live: LiveServer, key: str | None = "sk-alice-0001") -> ollama.Client:
+    api = ollama.Client(host=live.url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    live.clients.append(api)  # closed with the server
+    return api
+
+
+def user(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def test_chat_answers_whole_and_streamed(live: LiveServer) -> None:
+    api = client(live)
+    whole = api.chat(model="sim", messages=user("Say hello."), options={"num_predict": 40})
+    assert whole.done and whole.done_reason in ("stop", "length") and whole.message.role == "assistant"
+    assert (whole.message.content or whole.message.thinking) and whole.eval_count and whole.prompt_eval_count
+    assert whole.total_duration and whole.total_duration >= (whole.eval_duration or 0)
+    pieces = list(api.chat(model="sim:latest", messages=user("Say hello."), stream=True, options={"num_predict": 40}))
+    assert [p.done for p in pieces] == [False] * (len(pieces) - 1) + [True]
+    assert "".join((p.message.content or "") + (p.message.thinking or "") for p in pieces)
+    assert pieces[-1].eval_count == whole.eval_count
+    assert pieces[-1].model == "sim:latest"  # the name as the client gave it, as Ollama answers
+
+
+def test_generate_takes_a_prompt_and_a_system(live: LiveServer) -> None:
+    api = client(live)
+    whole = api.generate(model="sim", prompt="Why is the sky blue?", system="Be brief.", options={"num_predict": 30})
+    assert whole.done and (whole.response or whole.thinking) and whole.eval_count <= 30
+    streamed = list(api.generate(model="sim", prompt="Why?", stream=True, options={"num_predict": 20}))
+    assert streamed[-1].done and "".join(p.response + (p.thinking or "") for p in streamed)
+
+
+def test_num_predict_bounds_the_answer_and_says_length(live: LiveServer) -> None:
+    answer = client(live).chat(model="sim", messages=user("Tell me a long story."), options={"num_predict": 3})
+    assert answer.eval_count == 3 and answer.done_reason == "length"
+
+
+def test_num_ctx_bounds_prompt_and_answer_together(live: LiveServer) -> None:
+    api = client(live)
+    prompt = api.chat(model="sim", messages=user("Tell me a long story."), options={"num_predict": 1})
+    context = prompt.prompt_eval_count + 4
+    bounded = api.chat(
+        model="sim", messages=user("Tell me a long story."), options={"num_ctx": context, "num_predict": 100}
+    )
+    assert bounded.eval_count == 4 and bounded.done_reason == "length"
+    with pytest.raises(ollama.ResponseError) as err:
+        api.chat(model="sim", messages=user("Tell me a long story."), options={"num_ctx": 2})
+    assert err.value.status_code == 400 and err.value.error.startswith("options.num_ctx: the context is 2 tokens")
+
+
+def test_a_tool_loop_with_arguments_as_objects(live: LiveServer) -> None:
+    api = client(live)
+    history = user("What is the weather in Paris?")
+    asked = api.chat(model="sim", messages=history, tools=[WEATHER], options={"num_predict": 300})
+    calls = asked.message.tool_calls or []
+    assert calls and calls[0].function.name == "get_weather"
+    assert isinstance(calls[0].function.arguments["city"], str) and isinstance(calls[0].function.arguments["days"], int)
+    history += [
+        asked.message.model_dump(exclude_none=True),
+        {"role": "tool", "content": "sunny", "tool_name": "get_weather"},
+    ]
+    answered = api.chat(model="sim", messages=history, tools=[WEATHER], options={"num_predict": 400})
+    assert answered.done and not answered.message.tool_calls and answered.message.content
+
+
+def test_streamed_tool_calls_come_whole_before_the_last_line(live: LiveServer) -> None:
+    pieces = list(
+        client(live).chat(
+            model="sim", messages=user("Weather in Oslo?"), tools=[WEATHER], stream=True, options={"num_predict": 300}
+        )
+    )
+    with_calls = [p for p in pieces if p.message.tool_calls]
+    assert len(with_calls) == 1 and not with_calls[0].done and pieces[-1].done
+    assert isinstance(with_calls[0].message.tool_calls[0].function.arguments["city"], str)
+
+
+def test_a_tool_message_must_answer_a_call(live: LiveServer) -> None:
+    with pytest.raises(ollama.ResponseError) as err:
+        client(live).chat(model="sim", messages=[*user("hi"), {"role": "tool", "content": "sunny"}])
+    assert err.value.status_code == 400 and err.value.error.startswith("messages.1: a tool message must answer")
+
+
+def test_format_as_a_schema_holds_the_answer_to_it(live: LiveServer) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = client(live).chat(model="sim", messages=user("Name someone."), format=schema, options={"num_predict": 200})
+    assert set(json.loads(answer.message.content)) == {"name"}
+    as_json = client(live).generate(model="sim", prompt="Describe it.", format="json", options={"num_predict": 200})
+    assert isinstance(json.loads(as_json.response), dict)
+
+
+def test_think_shows_or_hides_the_thinking(live: LiveServer) -> None:
+    api = client(live)
+    if not live.services.config.engine.sim.harmony:
+        plain = api.chat(model="sim", messages=user("Think."), think=True, options={"num_predict": 20})
+        assert plain.message.content and plain.message.thinking is None  # a model that writes no thinking
+        return
+    shown = api.chat(model="sim", messages=user("Think first."), think="low", options={"num_predict": 200})
+    hidden = api.chat(model="sim", messages=user("Think first."), think=False, options={"num_predict": 200})
+    assert shown.message.thinking and hidden.message.thinking is None and hidden.message.content
+
+
+def test_the_model_list_and_details(live: LiveServer) -> None:
+    api = client(live)
+    assert [m.model for m in api.list().models] == ["sim:latest"]
+    shown = api.show("sim")
+    assert "completion" in (shown.capabilities or []) and shown.modelinfo["context_length"] > 0
+    assert [m.model for m in api.ps().models] == ["sim:latest"]
+    assert httpx.get(live.url + "/api/version", headers={"Authorization": "Bearer sk-bob-00001"}).json()["version"]
+    loaded = api.generate(model="sim")  # no prompt: Ollama's way to load the model
+    assert loaded.done and loaded.done_reason == "load" and loaded.response == ""
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"options": {"mirostat": 2}}, "options.mirostat"),
+        ({"options": {"num_gpu": 1}}, "options.num_gpu"),
+        ({"options": {"fancy": 1}}, "options.fancy"),
+        ({"options": {"temperature": 9}}, "options.temperature"),
+        ({"images": ["aGk="]}, "images"),
+        ({"keep_alive": 0, "messages": []}, "keep_alive"),
+        ({"think": "extreme"}, "think"),
+        ({"format": "xml"}, "format"),
+        ({"surprise": True}, "surprise"),
+    ],
+)
+def test_bad_requests_are_ollama_errors_naming_the_field(live: LiveServer, body: dict, param: str) -> None:
+    sent = {"model": "sim", "messages": user("hi"), "stream": False, **body}
+    response = httpx.post(live.url + "/api/chat", json=sent, headers={"Authorization": "Bearer sk-bob-00001"})
+    assert response.status_code == 400 and set(response.json()) == {"error"}
+    assert param in response.json()["error"]
+
+
+def test_options_at_their_neutral_values_ask_for_nothing(live: LiveServer) -> None:
+    neutral = {"mirostat": 0, "tfs_z": 1.0, "typical_p": 1.0, "use_mmap": False, "num_predict": 5}
+    answer = client(live).chat(model="sim", messages=user("hi"), options=neutral, keep_alive="5m")
+    assert answer.done and answer.eval_count <= 5
+
+
+def test_model_management_is_the_operators_and_unknown_paths_are_404(live: LiveServer) -> None:
+    with pytest.raises(ollama.ResponseError) as pulled:
+        client(live).pull("llama3.2")
+    assert pulled.value.status_code == 501
+    with pytest.raises(ollama.ResponseError) as missing:
+        client(live).chat(model="llama3.2", messages=user("hi"))
+    assert missing.value.status_code == 404 and "llama3.2" in missing.value.error
+    other = httpx.get(live.url + "/api/nothing-here", headers={"Authorization": "Bearer sk-bob-00001"})
+    assert other.status_code == 404 and set(other.json()) == {"error"}
+
+
+def test_keys_classes_and_limits_apply_as_on_chat(live: LiveServer) -> None:
+    with pytest.raises(ollama.ResponseError) as unknown:
+        client(live, "sk-unknown-01").chat(model="sim", messages=user("x"))
+    assert unknown.value.status_code == 401 and unknown.value.error == "invalid or missing API key"
+    with pytest.raises(ollama.ResponseError) as bare:
+        client(live, None).list()
+    assert bare.value.status_code == 401
+    low = httpx.post(
+        live.url + "/api/chat",
+        json={"model": "sim", "messages": user("x"), "stream": False, "options": {"num_predict": 3}},
+        headers={"Authorization": "Bearer sk-bob-00001", "X-Priority": "low"},
+    )
+    assert low.status_code == 200 and low.headers["x-priority"] == "low"
+    before = live.services.pipeline.usage.report(0, 2**40)["bob"].requests
+    client(live, "sk-bob-00001").chat(model="sim", messages=user("y"), options={"num_predict": 3})
+    assert live.services.pipeline.usage.report(0, 2**40)["bob"].requests == before + 1
+    slow = client(live, "sk-slow-0001")
+    slow.chat(model="sim", messages=user("one"), options={"num_predict": 3})
+    with pytest.raises(ollama.ResponseError) as limited:
+        slow.chat(model="sim", messages=user("two"), options={"num_predict": 3})
+    assert limited.value.status_code == 429
+
+
+def test_a_waiting_stream_carries_its_place_and_the_first_line_is_ndjson() -> None:
+    with live_server(KEYS, "scheduler.max_concurrency=1", "engine.sim.token_latency_ms=10") as live:
+        live.status_key = "sk-ops-00001"
+        hold = threading.Thread(
+            target=lambda: client(live).chat(model="sim", messages=user("hold"), options={"num_predict": 250})
+        )
+        hold.start()
+        live.wait_for(lambda s: s["running"] == 1)
+        body = {"model": "sim", "messages": user("me"), "options": {"num_predict": 5}}
+        with httpx.stream(
+            "POST", live.url + "/api/chat", json=body, timeout=60, headers={"Authorization": "Bearer sk-bob-00001"}
+        ) as response:
+            kind = response.headers["content-type"]
+            lines = [json.loads(line) for line in response.iter_lines()]
+        hold.join(60)
+    assert kind.startswith("application/x-ndjson")
+    assert lines[0]["queue"]["position"] == 1 and lines[0]["message"]["content"] == "" and not lines[0]["done"]
+    assert lines[-1]["done"] and lines[-1]["eval_count"] <= 5
+
+
+def test_a_format_schema_is_held_to_the_bounds_of_every_schema(live: LiveServer) -> None:
+    """The pattern and size bounds the chat API's schemas have (protocols/json_bounds.py)."""
+    nested = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(a+)+" * 30}}}
+    response = httpx.post(
+        live.url + "/api/chat",
+        json={"model": "sim", "messages": user("hi"), "stream": False, "format": nested},
+        headers={"Authorization": "Bearer sk-bob-00001"},
+    )
+    assert response.status_code == 400 and " in format " in response.json()["error"]
