@@ -19,13 +19,13 @@ from api.chat import header_request_id, parse_body
 from api.deps import services_of
 from api.errors import APIError
 from api.relay import complete_response, rendered, stream_response, unless_client_leaves
-from engine.base import EngineBackend
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.prepare import AnswerBound, check_model
 from protocols.ollama.render import AnswerShape, AnswerStream, created_at
 from protocols.ollama.request import ChatRequest, GenerateRequest, unknown_request_field
 from protocols.ollama.to_chat import Untranslatable, chat_fields, served_name
 from protocols.openai_chat.request import ChatCompletionRequest
+from wiring import Services
 
 router = APIRouter()
 VERSION = "0.12.0"  # the Ollama API this follows, as clients that check `/api/version` read it
@@ -49,7 +49,7 @@ async def _answer(request: Request, model: type[ChatRequest] | type[GenerateRequ
     body = _parsed(await read_object(request), model)
     caps = services.engine.capabilities
     if not (body.messages if isinstance(body, ChatRequest) else body.prompt):
-        return _loaded(body, services.engine)
+        return _loaded(body, services)
     chat, bound = _chat_request(body, caps.model, caps.max_model_len)
     call = ChatCall(
         caller=caller,
@@ -96,10 +96,10 @@ def _chat_request(
     return parse_body(fields), AnswerBound(num_ctx, fields.get("max_tokens"))
 
 
-def _loaded(body: ChatRequest | GenerateRequest, engine: EngineBackend) -> JSONResponse:
+def _loaded(body: ChatRequest | GenerateRequest, services: Services) -> JSONResponse:
     """No prompt: Ollama's way to load a model (or, with `keep_alive: 0`, to unload it). The
     served model is always loaded and shared, so only loading is answered."""
-    check_model(engine, served_name(body.model))
+    check_model(services.engine, served_name(body.model))
     if body.keep_alive in (0, "0", "0s", "0m"):
         raise APIError(400, "the model is shared by everyone on this server; it is not unloaded", param="keep_alive")
     reply = {"model": body.model, "created_at": created_at(), "done": True, "done_reason": "load"}

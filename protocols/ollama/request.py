@@ -1,5 +1,5 @@
-"""Ollama's `/api/chat` and `/api/generate` requests as its clients send them (the `ollama` SDKs,
-Open WebUI, editors' Ollama providers). Every field and option is honoured, a documented no-op,
+"""Ollama's `/api/chat` and `/api/generate` requests as its clients send them (the `ollama` SDKs
+and the apps built on them). Every field and option is honoured, a documented no-op,
 or refused by name: model-loading options set on the server, not per request, are a 400."""
 
 from __future__ import annotations
