@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import ollama
 import openai
 import pytest
 
@@ -287,3 +288,19 @@ def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer):
     assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 32
     assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
+
+
+def test_ollamas_api_runs_on_the_real_model(llamacpp: LiveServer):
+    """The `ollama` client streams from llama.cpp through our queue; the prompt is counted as the
+    chat API counts the same messages."""
+    api = ollama.Client(host=llamacpp.url)
+    llamacpp.clients.append(api)  # closed with the server
+    messages = [{"role": "user", "content": "Name three colours."}]
+    pieces = list(api.chat(model=MODEL, messages=messages, stream=True, options={"num_predict": 12}))
+    last = pieces[-1]
+    assert last.done and last.done_reason in ("stop", "length") and 1 <= last.eval_count <= 12
+    assert "".join(p.message.content or "" for p in pieces)
+    chat = ask(llamacpp.client(), "Name three colours.", max_tokens=1)
+    assert last.prompt_eval_count == chat.usage.prompt_tokens
+    generated = api.generate(model=f"{MODEL}:latest", prompt="Say yes.", options={"num_predict": 4, "temperature": 0})
+    assert generated.response and generated.eval_count <= 4
