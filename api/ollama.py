@@ -20,9 +20,9 @@ from api.deps import services_of
 from api.errors import APIError
 from api.relay import complete_response, rendered, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
-from pipeline.prepare import AnswerBound, check_model
+from pipeline.prepare import AnswerBound, check_model, check_ready
 from protocols.ollama.render import AnswerShape, AnswerStream, created_at
-from protocols.ollama.request import ChatRequest, GenerateRequest, unknown_request_field
+from protocols.ollama.request import ChatRequest, GenerateRequest, Options, ShowRequest, unknown_request_field
 from protocols.ollama.to_chat import Untranslatable, chat_fields, served_name
 from protocols.openai_chat.request import ChatCompletionRequest
 from wiring import Services
@@ -47,6 +47,8 @@ async def _answer(request: Request, model: type[ChatRequest] | type[GenerateRequ
     services = services_of(request)
     caller = identify(request)
     body = _parsed(await read_object(request), model)
+    if body.keep_alive in (0, "0", "0s", "0m"):
+        raise APIError(400, "the model is shared by everyone on this server; it is not unloaded", param="keep_alive")
     caps = services.engine.capabilities
     if not (body.messages if isinstance(body, ChatRequest) else body.prompt):
         return _loaded(body, services)
@@ -89,19 +91,38 @@ def _chat_request(
         fields = chat_fields(body, served)
     except Untranslatable as exc:
         raise APIError(400, str(exc), param=exc.param, code="invalid_value") from None
-    options = body.options
-    num_ctx = options.num_ctx if options is not None and options.num_ctx is not None else None
-    if num_ctx is not None and num_ctx < context:
+    options = body.options or Options()
+    if options.num_ctx is not None and options.num_ctx < context:
         fields["cache"] = False
-    return parse_body(fields), AnswerBound(num_ctx, fields.get("max_tokens"))
+    bound = AnswerBound(options.num_ctx, fields.get("max_tokens"), fill=options.num_predict in (-1, -2))
+    try:
+        return parse_body(fields), bound
+    except APIError as exc:
+        raise _in_ollamas_names(exc) from None
+
+
+_NAMES = {
+    "response_format": "format",
+    "max_tokens": "options.num_predict",
+    "repetition_penalty": "options.repeat_penalty",
+}
+
+
+def _in_ollamas_names(exc: APIError) -> APIError:
+    """A refusal of the chat request, naming the Ollama field it came from."""
+    param = exc.param or ""
+    head = param.split(".")[0]
+    if head not in _NAMES:
+        return exc
+    named = _NAMES[head] if head == "response_format" else _NAMES[head] + param[len(head) :]
+    return APIError(exc.status, exc.message.replace(param, named), param=named, code=exc.code)
 
 
 def _loaded(body: ChatRequest | GenerateRequest, services: Services) -> JSONResponse:
-    """No prompt: Ollama's way to load a model (or, with `keep_alive: 0`, to unload it). The
-    served model is always loaded and shared, so only loading is answered."""
+    """No prompt: Ollama's way to load a model, answered once the served model is ready (its
+    unload, `keep_alive: 0`, is refused: the model is everyone's)."""
     check_model(services.engine, served_name(body.model))
-    if body.keep_alive in (0, "0", "0s", "0m"):
-        raise APIError(400, "the model is shared by everyone on this server; it is not unloaded", param="keep_alive")
+    check_ready(services.engine)
     reply = {"model": body.model, "created_at": created_at(), "done": True, "done_reason": "load"}
     if isinstance(body, ChatRequest):
         return JSONResponse({**reply, "message": {"role": "assistant", "content": ""}})
@@ -128,9 +149,9 @@ async def running(request: Request) -> dict:
 async def show(request: Request) -> dict:
     services = services_of(request)
     identify(request)
-    data = await read_object(request)
-    name = data.get("model", data.get("name"))
-    if not isinstance(name, str) or not name:
+    asked = validate(await read_object(request), ShowRequest)
+    name = asked.model or asked.name
+    if name is None:
         raise APIError(400, "model is required", param="model")
     caps = services.engine.capabilities
     check_model(services.engine, served_name(name))

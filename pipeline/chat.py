@@ -95,7 +95,8 @@ class ChatPipeline:
         check_model(self.engine, body.model)
         self.limiter.admit_request(call.caller)
         request_id = call.request_id or f"chatcmpl-{uuid.uuid4().hex}"
-        plan = self.cache.plan(self.engine.capabilities.model, body, call.caller.cache_namespace, call.cache_control)
+        namespace = call.caller.cache_namespace + (call.bound.cache_tag if call.bound else "")
+        plan = self.cache.plan(self.engine.capabilities.model, body, namespace, call.cache_control)
         try:
             hit = await self.cache.lookup(plan)
         except asyncio.CancelledError:  # waiting on the cache or on an identical request's answer

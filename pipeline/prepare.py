@@ -59,10 +59,17 @@ def check_params_supported(engine: EngineBackend, body: ChatParams) -> None:
 class AnswerBound:
     """For a wire whose answers stop where the context ends (Ollama's): the context a request asks
     for (`num_ctx`; None: the model's) and the tokens it wants at most (None: the server's
-    default). The answer gets what is left of both, never a 400 for asking more."""
+    default; `fill`: all the context leaves). The answer gets what is left of both, never a 400
+    for asking more. Its cached answers are apart from other wires' (`cache_tag`): one stored
+    with `max_tokens` 100 may have stopped where the context did."""
 
     context_tokens: int | None = None
     answer_tokens: int | None = None
+    fill: bool = False
+
+    @property
+    def cache_tag(self) -> str:
+        return "|to-context" if self.fill else "|bounded"
 
 
 async def prepare_generation(
@@ -131,7 +138,8 @@ def _bounded(engine: EngineBackend, bound: AnswerBound, prompt_tokens: int, defa
             code="context_length_exceeded",
         )
     budget_room = room if caps.token_budget is None else caps.token_budget - prompt_tokens
-    return max(1, min(bound.answer_tokens or default, room, budget_room))
+    wanted = room if bound.fill else bound.answer_tokens or default
+    return max(1, min(wanted, room, budget_room))
 
 
 def _max_tokens(engine: EngineBackend, body: ChatParams, prompt_tokens: int, default: int) -> int:

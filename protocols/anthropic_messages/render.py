@@ -73,7 +73,7 @@ def tool_input(arguments: str) -> dict:
     """The arguments as an object; a model's text that is not one goes back whole under `input`."""
     try:
         value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # a model's text nested past the parser's depth
         return {"input": arguments}
     return value if isinstance(value, dict) else {"input": value}
 

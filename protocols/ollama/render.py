@@ -93,7 +93,7 @@ def arguments(text: str) -> dict[str, Any]:
     whole under `input`, as the Messages API does."""
     try:
         value = json.loads(text) if text.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # a model's text nested past the parser's depth
         return {"input": text}
     return value if isinstance(value, dict) else {"input": value}
 

@@ -59,7 +59,7 @@ class Options(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    num_predict: int | None = Field(default=None, ge=-2)  # -1: no limit, -2: until the context is full
+    num_predict: int | None = Field(default=None, ge=-2)  # -1 (no limit) and -2 (fill it): to the context
     num_ctx: int | None = Field(default=None, ge=1)  # a bound on prompt plus answer (api/ollama.py)
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -103,10 +103,17 @@ class _Common(BaseModel):
     stream: bool = True  # Ollama streams unless told not to
     format: Format | None = None
     options: Options | None = None
-    keep_alive: float | int | str | None = None  # the model stays loaded for everyone: no effect
+    keep_alive: float | int | str | None = None  # the model stays loaded for everyone: no effect, but 0
     think: Think | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+
+class ShowRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    model: str | None = Field(default=None, min_length=1)
+    name: str | None = Field(default=None, min_length=1)  # the older spelling
+    verbose: bool = False  # everything known is shown either way
 
 
 class ChatRequest(_Common):
@@ -135,7 +142,7 @@ def unknown_request_field(data: dict[str, Any], model: type[BaseModel]) -> tuple
     return None
 
 
-_NEUTRAL = {"tfs_z": 1.0, "typical_p": 1.0}  # values that turn an option off, as Ollama's defaults do
+_NEUTRAL = {"mirostat": 0, "tfs_z": 1.0, "typical_p": 1.0}  # values that turn an option off, as Ollama's defaults do
 
 
 def _drop_unset(data: dict[str, Any], unsupported: dict[str, str]) -> None:
@@ -144,4 +151,7 @@ def _drop_unset(data: dict[str, Any], unsupported: dict[str, str]) -> None:
 
 
 def _unset(name: str, value: Any) -> bool:
-    return value is None or value is False or value in ("", [], 0) or value == _NEUTRAL.get(name)
+    """Sent empty (no images, `raw: false`), null, or at a value that turns it off."""
+    if name in _NEUTRAL:
+        return value is None or value == _NEUTRAL[name]
+    return value is None or value is False or value == "" or value == []

@@ -6,6 +6,7 @@ treat them alike."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import Any
 
 from protocols.ollama.request import ChatRequest, GenerateRequest, Message, Options
@@ -35,7 +36,7 @@ def chat_fields(body: ChatRequest | GenerateRequest, served: str) -> dict[str, A
         "top_p": options.top_p,
         "top_k": options.top_k,
         "min_p": options.min_p,
-        "seed": options.seed,
+        "seed": options.seed if options.seed is None or options.seed >= 0 else None,  # Ollama's -1: random
         "stop": options.stop,
         "repetition_penalty": options.repeat_penalty,
         "presence_penalty": options.presence_penalty,
@@ -56,41 +57,73 @@ def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """A tool message answers a call of the assistant turn before it: the one it names
     (`tool_call_id`, or the first unanswered of `tool_name`), else the next unanswered."""
     out: list[dict[str, Any]] = []
-    unanswered: list[tuple[str, str]] = []  # (id, name) of the last assistant turn's calls
+    unanswered = _Unanswered([])
     for i, message in enumerate(messages):
+        _check_turn(message, i)
         if message.role == "tool":
-            out.append(
-                {"role": "tool", "content": message.content or "", "tool_call_id": _answered(message, unanswered, i)}
-            )
+            call_id = unanswered.answer(message.tool_call_id, message.tool_name)
+            if call_id is None:
+                raise Untranslatable(
+                    f"messages.{i}", "a tool message must answer a tool call of the assistant turn before it"
+                )
+            out.append({"role": "tool", "content": message.content or "", "tool_call_id": call_id})
             continue
         turn: dict[str, Any] = {"role": message.role, "content": message.content or ""}
         if message.role == "assistant":
-            calls = [
-                (call.id or f"call_{i}_{j}", call.function.name, call.function.arguments)
-                for j, call in enumerate(message.tool_calls or ())
-            ]
-            unanswered = [(call_id, name) for call_id, name, _ in calls]
+            calls = [(call.id or f"call_{i}_{j}", call.function) for j, call in enumerate(message.tool_calls or ())]
+            unanswered = _Unanswered([(call_id, function.name) for call_id, function in calls])
             if calls:
                 turn["tool_calls"] = [
-                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
-                    for call_id, name, arguments in calls
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": f.name, "arguments": json.dumps(f.arguments)},
+                    }
+                    for call_id, f in calls
                 ]
                 turn["content"] = message.content or None
             if message.thinking:
                 turn["reasoning_content"] = message.thinking
-        elif message.thinking or message.tool_calls:
-            field = "thinking" if message.thinking else "tool_calls"
-            raise Untranslatable(f"messages.{i}.{field}", f"a {message.role} message cannot hold {field}")
         out.append(turn)
     return out
 
 
-def _answered(message: Message, unanswered: list[tuple[str, str]], i: int) -> str:
-    for k, (call_id, name) in enumerate(unanswered):
-        if message.tool_call_id in (None, call_id) and message.tool_name in (None, name):
-            del unanswered[k]
-            return call_id
-    raise Untranslatable(f"messages.{i}", "a tool message must answer a tool call of the assistant turn before it")
+def _check_turn(message: Message, i: int) -> None:
+    """What only another role's message holds is refused, not dropped."""
+    held = {
+        "thinking": message.thinking and message.role != "assistant",
+        "tool_calls": message.tool_calls and message.role != "assistant",
+        "tool_name": message.tool_name is not None and message.role != "tool",
+        "tool_call_id": message.tool_call_id is not None and message.role != "tool",
+    }
+    for field, wrong in held.items():
+        if wrong:
+            raise Untranslatable(f"messages.{i}.{field}", f"a {message.role} message cannot hold {field}")
+
+
+class _Unanswered:
+    """The calls of the last assistant turn not answered yet, each found at once: scanning a list
+    per tool message, a turn of 10,000 calls answered in reverse order held the event loop 17.7 s."""
+
+    def __init__(self, calls: list[tuple[str, str]]) -> None:
+        self.names = dict(calls)  # id -> name
+        self.order = deque(call_id for call_id, _ in calls)
+        self.by_name: dict[str, deque[str]] = {}
+        for call_id, name in calls:
+            self.by_name.setdefault(name, deque()).append(call_id)
+
+    def answer(self, call_id: str | None, name: str | None) -> str | None:
+        """The id of the call a tool message answers (now answered), or None."""
+        if call_id is not None:
+            found = call_id if call_id in self.names and name in (None, self.names[call_id]) else None
+        else:
+            waiting = self.order if name is None else self.by_name.get(name, deque())
+            while waiting and waiting[0] not in self.names:
+                waiting.popleft()
+            found = waiting[0] if waiting else None
+        if found is not None:
+            del self.names[found]
+        return found
 
 
 def _prompt_messages(body: GenerateRequest) -> list[dict[str, Any]]:
@@ -99,9 +132,9 @@ def _prompt_messages(body: GenerateRequest) -> list[dict[str, Any]]:
 
 
 def _response_format(fmt: str | dict[str, Any] | None) -> dict[str, Any] | None:
-    if not fmt:
+    if fmt is None or fmt == "":
         return None
-    if fmt == "json":
+    if fmt == "json" or fmt == {}:  # an empty schema: any JSON, as Ollama reads it
         return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": "format", "schema": fmt, "strict": True}}
 

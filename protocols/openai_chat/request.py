@@ -224,6 +224,9 @@ _UNION_TAGS = {
     "none",
     "NamedToolChoice",
     "literal['none','auto','required']",
+    "literal['','json']",  # Ollama's `format` and `think`
+    "dict[str,any]",
+    "literal['low','medium','high']",
 }
 __all__ = [
     "ChatCompletionRequest",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import ollama
@@ -162,6 +163,12 @@ def test_the_model_list_and_details(live: LiveServer) -> None:
         ({"options": {"temperature": 9}}, "options.temperature"),
         ({"images": ["aGk="]}, "images"),
         ({"keep_alive": 0, "messages": []}, "keep_alive"),
+        ({"keep_alive": "0s"}, "keep_alive"),
+        ({"format": ["x"]}, "format"),
+        ({"format": {"type": "nonsense"}}, "format"),
+        ({"options": {"repeat_last_n": 0}}, "options.repeat_last_n"),
+        ({"options": {"num_gpu": 0}}, "options.num_gpu"),
+        ({"messages": [{"role": "user", "content": "hi", "tool_name": "x"}]}, "messages.0.tool_name"),
         ({"think": "extreme"}, "think"),
         ({"format": "xml"}, "format"),
         ({"surprise": True}, "surprise"),
@@ -243,3 +250,32 @@ def test_a_format_schema_is_held_to_the_bounds_of_every_schema(live: LiveServer)
         headers={"Authorization": "Bearer sk-bob-00001"},
     )
     assert response.status_code == 400 and " in format " in response.json()["error"]
+
+
+def test_show_takes_its_own_fields_only(live: LiveServer) -> None:
+    headers = {"Authorization": "Bearer sk-bob-00001"}
+    shown = httpx.post(live.url + "/api/show", json={"name": "sim", "verbose": True}, headers=headers)
+    assert shown.status_code == 200 and "completion" in shown.json()["capabilities"]
+    odd = httpx.post(live.url + "/api/show", json={"model": "sim", "detail": 1}, headers=headers)
+    assert odd.status_code == 400 and "detail" in odd.json()["error"]
+
+
+def test_an_empty_format_asks_for_any_json(live: LiveServer) -> None:
+    answer = client(live).chat(model="sim", messages=user("Describe it."), format={}, options={"num_predict": 200})
+    assert isinstance(json.loads(answer.message.content), dict)
+
+
+def test_an_ollama_answer_is_not_served_to_another_wire_from_the_cache(tmp_path: Path) -> None:
+    """Its `num_predict` is a bound that may have stopped at the context, not a `max_tokens`."""
+    cache = ("cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}")
+    with live_server(*cache, "engine.sim.natural_stop=true") as live:
+        ollama_body = {"model": "sim", "messages": user("Cache me."), "stream": False}
+        first = httpx.post(live.url + "/api/chat", json={**ollama_body, "options": {"num_predict": 5, "seed": 1}})
+        again = httpx.post(live.url + "/api/chat", json={**ollama_body, "options": {"num_predict": 5, "seed": 1}})
+        chat = httpx.post(
+            live.url + "/v1/chat/completions",
+            json={"model": "sim", "messages": user("Cache me."), "max_tokens": 5, "seed": 1},
+        )
+        random = httpx.post(live.url + "/api/chat", json={**ollama_body, "options": {"num_predict": 5, "seed": -1}})
+    assert (first.headers["x-cache"], again.headers["x-cache"], chat.headers["x-cache"]) == ("MISS", "HIT", "MISS")
+    assert random.headers["x-cache"] == "BYPASS"  # Ollama's seed -1 is a random one, never cached
