@@ -279,3 +279,24 @@ def test_an_ollama_answer_is_not_served_to_another_wire_from_the_cache(tmp_path:
         random = httpx.post(live.url + "/api/chat", json={**ollama_body, "options": {"num_predict": 5, "seed": -1}})
     assert (first.headers["x-cache"], again.headers["x-cache"], chat.headers["x-cache"]) == ("MISS", "HIT", "MISS")
     assert random.headers["x-cache"] == "BYPASS"  # Ollama's seed -1 is a random one, never cached
+
+
+def test_langchains_chat_ollama_runs_unchanged(live: LiveServer) -> None:
+    """LangChain's Ollama chat model: answers, streams, a tool loop and structured output."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_ollama import ChatOllama
+
+    headers = {"Authorization": "Bearer sk-alice-0001"}
+    llm = ChatOllama(model="sim", base_url=live.url, num_predict=30, client_kwargs={"headers": headers})
+    person = ChatOllama(model="sim", base_url=live.url, num_predict=200, client_kwargs={"headers": headers})
+    live.clients += [llm._client, person._client]  # its own ollama clients, closed with the server
+    assert llm.invoke("Say hello.").content or live.services.config.engine.sim.harmony
+    assert list(llm.stream("Say hello."))
+    tools = llm.bind_tools([WEATHER])
+    asked = tools.invoke("Weather in Paris?")
+    assert asked.tool_calls and asked.tool_calls[0]["name"] == "get_weather"
+    result = ToolMessage("sunny", tool_call_id=asked.tool_calls[0]["id"])
+    answered = tools.invoke([HumanMessage("Weather in Paris?"), asked, result])
+    assert not answered.tool_calls
+    schema = {"title": "Person", "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    assert set(person.with_structured_output(schema, method="json_schema").invoke("Name someone.")) == {"name"}
