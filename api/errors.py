@@ -1,4 +1,5 @@
-"""Every failure leaves the server as an OpenAI error object with the right status, never a trace."""
+"""Every failure leaves the server as an error object of its API (OpenAI's, Anthropic's, Ollama's)
+with the right status, never a trace."""
 
 from __future__ import annotations
 

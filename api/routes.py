@@ -231,9 +231,9 @@ _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 
 
 def unrouted(routers: Sequence[APIRouter]) -> APIRouter:
-    """A catch-all for any other /v1 or /api path or method, answered here rather than by the page mounted
-    at /: 405 with Allow where one of `routers` has the path, else 404, both as OpenAI errors. Given
-    the routers themselves: FastAPI may wrap what `include_router` adds to the app's routes."""
+    """A catch-all for any other /v1 or /api path or method, answered here rather than by the page
+    mounted at /: 405 with Allow where one of `routers` has the path, else 404, each in its API's
+    shape. Given the routers themselves: FastAPI may wrap what `include_router` adds to the app's routes."""
     routes = [route for r in routers for route in r.routes if isinstance(route, APIRoute)]
 
     async def no_such_route(request: Request, rest: str) -> Response:
