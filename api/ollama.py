@@ -7,6 +7,7 @@ operator's: a 501."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from datetime import UTC, datetime
 
@@ -21,8 +22,9 @@ from api.errors import APIError
 from api.relay import complete_response, rendered, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
 from pipeline.prepare import AnswerBound, check_model, check_ready
+from pipeline.refusal import Refusal
 from protocols.ollama.render import AnswerShape, AnswerStream, created_at
-from protocols.ollama.request import ChatRequest, GenerateRequest, Options, ShowRequest, unknown_request_field
+from protocols.ollama.request import ChatRequest, GenerateRequest, Options, ShowRequest, unknown_request_field, unloads
 from protocols.ollama.to_chat import Untranslatable, chat_fields, served_name
 from protocols.openai_chat.request import ChatCompletionRequest
 from wiring import Services
@@ -46,13 +48,17 @@ async def generate(request: Request) -> Response:
 async def _answer(request: Request, model: type[ChatRequest] | type[GenerateRequest]) -> Response:
     services = services_of(request)
     caller = identify(request)
-    body = _parsed(await read_object(request), model)
-    if body.keep_alive in (0, "0", "0s", "0m"):
+    data = await read_object(request)
+    body = _parsed(data, model)
+    if unloads(body.keep_alive):
         raise APIError(400, "the model is shared by everyone on this server; it is not unloaded", param="keep_alive")
     caps = services.engine.capabilities
     if not (body.messages if isinstance(body, ChatRequest) else body.prompt):
         return _loaded(body, services)
-    chat, bound = _chat_request(body, caps.model, caps.max_model_len)
+    if len(await request.body()) > _OFF_LOOP_BYTES:  # validated twice, as Ollama's then as chat's
+        chat, bound = await asyncio.to_thread(_chat_request, body, caps.model, caps.max_model_len)
+    else:
+        chat, bound = _chat_request(body, caps.model, caps.max_model_len)
     call = ChatCall(
         caller=caller,
         params=chat,
@@ -62,7 +68,10 @@ async def _answer(request: Request, model: type[ChatRequest] | type[GenerateRequ
         streamed=body.stream,
         bound=bound,
     )
-    run = await unless_client_leaves(request, services.pipeline.start(call))
+    try:
+        run = await unless_client_leaves(request, services.pipeline.start(call))
+    except Refusal as exc:
+        raise _in_ollamas_names(exc, isinstance(body, GenerateRequest)) from None
     if run is None:
         return Response(status_code=499)
     shape = AnswerShape(body.model, chat=isinstance(body, ChatRequest), show_thinking=body.think is not False)
@@ -98,9 +107,10 @@ def _chat_request(
     try:
         return parse_body(fields), bound
     except APIError as exc:
-        raise _in_ollamas_names(exc) from None
+        raise _in_ollamas_names(exc, isinstance(body, GenerateRequest)) from None
 
 
+_OFF_LOOP_BYTES = 65_536  # a body this large takes the event loop milliseconds to validate
 _NAMES = {
     "response_format": "format",
     "max_tokens": "options.num_predict",
@@ -108,14 +118,17 @@ _NAMES = {
 }
 
 
-def _in_ollamas_names(exc: APIError) -> APIError:
-    """A refusal of the chat request, naming the Ollama field it came from."""
+def _in_ollamas_names(exc: Refusal, generate: bool) -> Refusal:
+    """A refusal of the chat request, naming the Ollama field it came from (`/api/generate`'s
+    messages are its `prompt`)."""
     param = exc.param or ""
     head = param.split(".")[0]
-    if head not in _NAMES:
+    names = {**_NAMES, "messages": "prompt"} if generate else _NAMES
+    if head not in names:
         return exc
-    named = _NAMES[head] if head == "response_format" else _NAMES[head] + param[len(head) :]
-    return APIError(exc.status, exc.message.replace(param, named), param=named, code=exc.code)
+    named = names[head] if head in ("response_format", "messages") else names[head] + param[len(head) :]
+    message = exc.message.replace(param, named) if head != "messages" else exc.message
+    return Refusal(exc.status, message, named, exc.code, exc.retry_after_s, exc.headers)
 
 
 def _loaded(body: ChatRequest | GenerateRequest, services: Services) -> JSONResponse:
@@ -129,7 +142,7 @@ def _loaded(body: ChatRequest | GenerateRequest, services: Services) -> JSONResp
     return JSONResponse({**reply, "response": ""})
 
 
-@router.get("/api/tags")
+@router.api_route("/api/tags", methods=["GET", "HEAD"])
 async def tags(request: Request) -> dict:
     services = services_of(request)
     identify(request)
@@ -171,7 +184,7 @@ async def show(request: Request) -> dict:
     }
 
 
-@router.get("/api/version")
+@router.api_route("/api/version", methods=["GET", "HEAD"])
 async def version(request: Request) -> dict:
     identify(request)
     return {"version": VERSION}

@@ -81,5 +81,5 @@ def tool_dicts(tools: tuple[Tool, ...]) -> list[dict[str, Any]]:
 def _arguments(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: the text as it came
         return text

@@ -133,7 +133,7 @@ def _bounded(engine: EngineBackend, bound: AnswerBound, prompt_tokens: int, defa
         param = "options.num_ctx" if context < caps.max_model_len else "messages"
         raise Refusal(
             400,
-            f"the context is {context} tokens; the messages take {prompt_tokens}, leaving no room for an answer",
+            f"the context is {context} tokens; the prompt is {prompt_tokens}, leaving no room for an answer",
             param=param,
             code="context_length_exceeded",
         )

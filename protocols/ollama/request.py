@@ -4,9 +4,10 @@ or refused by name: model-loading options set on the server, not per request, ar
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from protocols.fields import unknown_field
 
@@ -104,6 +105,13 @@ class _Common(BaseModel):
     format: Format | None = None
     options: Options | None = None
     keep_alive: float | int | str | None = None  # the model stays loaded for everyone: no effect, but 0
+
+    @field_validator("keep_alive")
+    @classmethod
+    def _a_duration(cls, value: float | str | None) -> float | str | None:
+        unloads(value)  # raises for what is no duration
+        return value
+
     think: Think | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
@@ -133,8 +141,15 @@ def unknown_request_field(data: dict[str, Any], model: type[BaseModel]) -> tuple
     found = unknown_field(data, model, UNSUPPORTED, _WORDING)
     if found is not None:
         return found
+    messages = data.get("messages")
+    for message in messages if isinstance(messages, list) else ():
+        if isinstance(message, dict) and message.get("images") in (None, []):
+            message.pop("images", None)  # none, as the SDKs send it; an image is Message's 400
     options = data.get("options")
     if isinstance(options, dict):
+        if options.get("mirostat") in (None, 0):  # its settings do nothing with it off
+            for name in ("mirostat_tau", "mirostat_eta"):
+                options.pop(name, None)
         _drop_unset(options, UNSUPPORTED_OPTIONS)
         found = unknown_field(options, Options, UNSUPPORTED_OPTIONS, "unknown option: options.{name}")
         if found is not None:
@@ -148,6 +163,23 @@ _NEUTRAL = {"mirostat": 0, "tfs_z": 1.0, "typical_p": 1.0}  # values that turn a
 def _drop_unset(data: dict[str, Any], unsupported: dict[str, str]) -> None:
     for name in [n for n, value in data.items() if n in unsupported and _unset(n, value)]:
         del data[name]
+
+
+_DURATION = re.compile(r"-?(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+
+
+def unloads(keep_alive: float | str | None) -> bool:
+    """Whether `keep_alive` asks to unload the model now: zero, in seconds or as a Go duration
+    ("0s", "0h", "-0m"). A negative one keeps it loaded for ever, as it stays anyway."""
+    if keep_alive is None or isinstance(keep_alive, (int, float)):
+        return keep_alive == 0
+    text = keep_alive.strip()
+    if re.fullmatch(r"-?\d+(\.\d*)?", text):
+        return float(text) == 0
+    parts = list(_DURATION.finditer(text))
+    if not text or "".join(p.group(0) for p in parts) != text:
+        raise ValueError(f"keep_alive: {keep_alive[:40]!r} is not a duration such as 5m or 1h30m")
+    return all(float(p.group(1)) == 0 for p in parts)
 
 
 def _unset(name: str, value: Any) -> bool:

@@ -71,6 +71,7 @@ def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
         turn: dict[str, Any] = {"role": message.role, "content": message.content or ""}
         if message.role == "assistant":
             calls = [(call.id or f"call_{i}_{j}", call.function) for j, call in enumerate(message.tool_calls or ())]
+            _check_ids([call_id for call_id, _ in calls], i)
             unanswered = _Unanswered([(call_id, function.name) for call_id, function in calls])
             if calls:
                 turn["tool_calls"] = [
@@ -99,6 +100,17 @@ def _check_turn(message: Message, i: int) -> None:
     for field, wrong in held.items():
         if wrong:
             raise Untranslatable(f"messages.{i}.{field}", f"a {message.role} message cannot hold {field}")
+
+
+def _check_ids(ids: list[str], i: int) -> None:
+    """A result names its call by id: two calls of one turn with the same id could not be told apart."""
+    seen: set[str] = set()
+    for j, call_id in enumerate(ids):
+        if call_id in seen:
+            raise Untranslatable(
+                f"messages.{i}.tool_calls.{j}.id", f"the id {call_id!r} is a second call's of this turn"
+            )
+        seen.add(call_id)
 
 
 class _Unanswered:

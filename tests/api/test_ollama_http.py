@@ -58,7 +58,7 @@ def test_chat_answers_whole_and_streamed(live: LiveServer) -> None:
     whole = api.chat(model="sim", messages=user("Say hello."), options={"num_predict": 40})
     assert whole.done and whole.done_reason in ("stop", "length") and whole.message.role == "assistant"
     assert (whole.message.content or whole.message.thinking) and whole.eval_count and whole.prompt_eval_count
-    assert whole.total_duration and whole.total_duration >= (whole.eval_duration or 0)
+    assert whole.total_duration and whole.total_duration > 0
     pieces = list(api.chat(model="sim:latest", messages=user("Say hello."), stream=True, options={"num_predict": 40}))
     assert [p.done for p in pieces] == [False] * (len(pieces) - 1) + [True]
     assert "".join((p.message.content or "") + (p.message.thinking or "") for p in pieces)
@@ -164,6 +164,8 @@ def test_the_model_list_and_details(live: LiveServer) -> None:
         ({"images": ["aGk="]}, "images"),
         ({"keep_alive": 0, "messages": []}, "keep_alive"),
         ({"keep_alive": "0s"}, "keep_alive"),
+        ({"keep_alive": "-0h"}, "keep_alive"),
+        ({"keep_alive": "banana"}, "keep_alive"),
         ({"format": ["x"]}, "format"),
         ({"format": {"type": "nonsense"}}, "format"),
         ({"options": {"repeat_last_n": 0}}, "options.repeat_last_n"),
@@ -182,9 +184,11 @@ def test_bad_requests_are_ollama_errors_naming_the_field(live: LiveServer, body:
 
 
 def test_options_at_their_neutral_values_ask_for_nothing(live: LiveServer) -> None:
-    neutral = {"mirostat": 0, "tfs_z": 1.0, "typical_p": 1.0, "use_mmap": False, "num_predict": 5}
-    answer = client(live).chat(model="sim", messages=user("hi"), options=neutral, keep_alive="5m")
-    assert answer.done and answer.eval_count <= 5
+    neutral = {"mirostat": 0, "mirostat_tau": 5.0, "tfs_z": 1.0, "typical_p": 1.0, "use_mmap": False, "num_predict": 5}
+    turns = [{"role": "user", "content": "hi", "images": []}]
+    for keep_alive in ("5m", "1h30m", -1, "-1s"):
+        answer = client(live).chat(model="sim", messages=turns, options=neutral, keep_alive=keep_alive)
+        assert answer.done and answer.eval_count <= 5
 
 
 def test_model_management_is_the_operators_and_unknown_paths_are_404(live: LiveServer) -> None:
@@ -300,3 +304,42 @@ def test_langchains_chat_ollama_runs_unchanged(live: LiveServer) -> None:
     assert not answered.tool_calls
     schema = {"title": "Person", "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     assert set(person.with_structured_output(schema, method="json_schema").invoke("Name someone.")) == {"name"}
+
+
+def test_errors_name_ollamas_fields_not_the_chat_requests(live: LiveServer) -> None:
+    headers = {"Authorization": "Bearer sk-bob-00001"}
+    bad_schema = {"model": "sim", "messages": user("hi"), "stream": False, "format": {"type": "nonsense"}}
+    schema = httpx.post(live.url + "/api/chat", json=bad_schema, headers=headers).json()["error"]
+    assert schema.startswith("invalid value for 'format'") and "response_format" not in schema
+    long = {"model": "sim", "prompt": "hi " * 5000, "stream": False}
+    prompt = httpx.post(live.url + "/api/generate", json=long, headers=headers)
+    assert prompt.status_code == 400 and "the prompt is" in prompt.json()["error"]
+    assert "messages" not in prompt.json()["error"]
+    calls = [{"id": "a", "function": {"name": "get_weather", "arguments": {}}}] * 2
+    twice = {"model": "sim", "stream": False, "messages": [*user("hi"), {"role": "assistant", "tool_calls": calls}]}
+    duplicate = httpx.post(live.url + "/api/chat", json=twice, headers=headers).json()["error"]
+    assert duplicate.startswith("messages.1.tool_calls.1.id")
+
+
+def test_head_answers_where_ollama_does(live: LiveServer) -> None:
+    for path in ("/api/tags", "/api/version"):
+        assert httpx.head(live.url + path, headers={"Authorization": "Bearer sk-bob-00001"}).status_code == 200
+
+
+def test_answers_bounded_apart_are_cached_apart(tmp_path: Path) -> None:
+    """A `num_ctx` answer (cut by the prompt's length) is never stored; `num_predict: -1` (to the
+    context) is not the server's default length."""
+    cache = ("cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}")
+    with live_server(*cache, "engine.sim.natural_stop=false", "server.default_max_tokens=20") as live:
+
+        def ask(options: dict) -> httpx.Response:
+            body = {"model": "sim", "messages": user("Cache me."), "stream": False, "options": {"seed": 1, **options}}
+            return httpx.post(live.url + "/api/chat", json=body)
+
+        prompt = ask({"num_predict": 1}).json()["prompt_eval_count"]
+        cut = ask({"num_ctx": prompt + 4})
+        whole = ask({})
+        filled = ask({"num_predict": -1})
+    assert (cut.headers["x-cache"], cut.json()["eval_count"]) == ("BYPASS", 4)
+    assert (whole.headers["x-cache"], whole.json()["eval_count"]) == ("MISS", 20)
+    assert filled.headers["x-cache"] == "MISS" and filled.json()["eval_count"] > 20

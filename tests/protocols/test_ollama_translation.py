@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from core.types import ChatMessage, ToolCall
+from engine.chat_template import message_dict
 from protocols.ollama.render import arguments
 from protocols.ollama.request import ChatRequest, Message
 from protocols.ollama.to_chat import Untranslatable, chat_fields, chat_messages
@@ -54,3 +56,10 @@ def test_arguments_nested_past_the_parser_come_back_whole() -> None:
     deep = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
     assert arguments(deep) == {"input": deep}
     assert arguments(json.dumps({"city": "Oslo"})) == {"city": "Oslo"} and arguments("[1]") == {"input": [1]}
+
+
+def test_a_past_turns_arguments_nested_past_the_parser_reach_the_template_as_text() -> None:
+    """Chat's `/v1` path: an earlier turn's argument text 100,000 deep was a 500 (RecursionError)."""
+    deep = "[" * 100_000
+    turn = ChatMessage("assistant", "", (ToolCall("c1", "f", deep),))
+    assert message_dict(turn)["tool_calls"][0]["function"]["arguments"] == deep
