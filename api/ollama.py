@@ -142,7 +142,7 @@ def _loaded(body: ChatRequest | GenerateRequest, services: Services) -> JSONResp
     return JSONResponse({**reply, "response": ""})
 
 
-@router.api_route("/api/tags", methods=["GET", "HEAD"])
+@router.get("/api/tags")
 async def tags(request: Request) -> dict:
     services = services_of(request)
     identify(request)
@@ -184,7 +184,7 @@ async def show(request: Request) -> dict:
     }
 
 
-@router.api_route("/api/version", methods=["GET", "HEAD"])
+@router.get("/api/version")
 async def version(request: Request) -> dict:
     identify(request)
     return {"version": VERSION}
@@ -219,5 +219,7 @@ async def _managed(request: Request) -> Response:
     raise APIError(501, "models are set by this server's operator; this endpoint is not served", code="not_supported")
 
 
+for _path, _answering in (("tags", tags), ("version", version)):  # HEAD as Ollama answers it, one operation each
+    router.add_api_route(f"/api/{_path}", _answering, methods=["HEAD"], include_in_schema=False)
 for _path in MANAGED:
     router.add_api_route(f"/api/{_path}", _managed, methods=["POST", "DELETE", "HEAD", "GET"], include_in_schema=False)

@@ -105,16 +105,15 @@ class _Common(BaseModel):
     format: Format | None = None
     options: Options | None = None
     keep_alive: float | int | str | None = None  # the model stays loaded for everyone: no effect, but 0
+    think: Think | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
     @field_validator("keep_alive")
     @classmethod
     def _a_duration(cls, value: float | str | None) -> float | str | None:
         unloads(value)  # raises for what is no duration
         return value
-
-    think: Think | None = None
-    logprobs: bool | None = None
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
 
 
 class ShowRequest(BaseModel):
