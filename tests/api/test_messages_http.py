@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import anthropic
 import httpx
@@ -16,12 +15,9 @@ import pytest
 from anthropic.types import RawMessageStreamEvent
 from pydantic import TypeAdapter
 
+from tests.api.team import KEYS, live  # noqa: F401 - live: the module's server fixture
 from tests.conftest import LiveServer, live_server
 
-KEYS = (
-    "server.keys=[{name: alice, key: sk-alice-0001, rpm: 100}, {name: bob, key: sk-bob-00001},"
-    " {name: ops, key: sk-ops-00001, admin: true}, {name: slow, key: sk-slow-0001, rpm: 1}]"
-)
 WEATHER = {
     "name": "get_weather",
     "description": "The weather in a city.",
@@ -41,15 +37,6 @@ CLOCK = {
 
 def user(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
-
-
-@pytest.fixture(scope="module", params=[False, True], ids=["plain", "harmony"])
-def live(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    with live_server(
-        KEYS, f"engine.sim.harmony={str(request.param).lower()}", "engine.sim.natural_stop=true"
-    ) as server:
-        server.status_key = "sk-ops-00001"
-        yield server
 
 
 def client(live: LiveServer, key: str = "sk-alice-0001") -> anthropic.Anthropic:

@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import ollama
 import pytest
 
+from tests.api.team import KEYS, live  # noqa: F401 - live: the module's server fixture
 from tests.conftest import LiveServer, live_server
 
-KEYS = (
-    "server.keys=[{name: alice, key: sk-alice-0001, rpm: 100}, {name: bob, key: sk-bob-00001},"
-    " {name: ops, key: sk-ops-00001, admin: true}, {name: slow, key: sk-slow-0001, rpm: 1}]"
-)
 WEATHER = {
     "type": "function",
     "function": {
@@ -32,15 +28,6 @@ WEATHER = {
         },
     },
 }
-
-
-@pytest.fixture(scope="module", params=[False, True], ids=["plain", "harmony"])
-def live(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
-    with live_server(
-        KEYS, f"engine.sim.harmony={str(request.param).lower()}", "engine.sim.natural_stop=true"
-    ) as server:
-        server.status_key = "sk-ops-00001"
-        yield server
 
 
 def client(live: LiveServer, key: str | None = "sk-alice-0001") -> ollama.Client:
