@@ -19,7 +19,7 @@ class Untranslatable(ValueError):
 
 
 def served_name(model: str) -> str:
-    """Ollama names carry a tag (`name:latest` where none is given); the served model has one."""
+    """Ollama names carry a tag (`name:latest` where none is given): the served model answers to both."""
     return model.removesuffix(":latest")
 
 
