@@ -59,6 +59,8 @@ async def _answer(request: Request, model: type[ChatRequest] | type[GenerateRequ
         chat, bound = await asyncio.to_thread(_chat_request, body, caps.model, caps.max_model_len)
     else:
         chat, bound = _chat_request(body, caps.model, caps.max_model_len)
+    # made before the start, so its total_duration counts the wait for it too
+    shape = AnswerShape(body.model, chat=isinstance(body, ChatRequest), show_thinking=body.think is not False)
     call = ChatCall(
         caller=caller,
         params=chat,
@@ -74,7 +76,6 @@ async def _answer(request: Request, model: type[ChatRequest] | type[GenerateRequ
         raise _in_ollamas_names(exc, isinstance(body, GenerateRequest)) from None
     if run is None:
         return Response(status_code=499)
-    shape = AnswerShape(body.model, chat=isinstance(body, ChatRequest), show_thinking=body.think is not False)
     if body.stream:
         return await stream_response(
             run,

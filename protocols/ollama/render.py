@@ -121,8 +121,11 @@ class AnswerStream:
         self.shape = shape
 
     async def queued(self, event: Queued) -> list[str]:
-        notice = {"position": event.position, "queue_length": event.queue_length}
-        notice["estimated_wait_s"] = event.estimated_wait_s  # type: ignore[assignment]  # null: unknown yet
+        notice = {
+            "position": event.position,
+            "queue_length": event.queue_length,
+            "estimated_wait_s": event.estimated_wait_s,
+        }
         return [line({**self.shape.piece(), "done": False, "queue": notice})]
 
     async def started(self, event: Started) -> list[str]:
