@@ -317,11 +317,13 @@ def test_answers_bounded_apart_are_cached_apart(tmp_path: Path) -> None:
     """A `num_ctx` answer (cut by the prompt's length) is never stored; `num_predict: -1` (to the
     context) is not the server's default length."""
     cache = ("cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}")
-    with live_server(*cache, "engine.sim.natural_stop=false", "server.default_max_tokens=20") as live:
+    # A short context: "to the context" is a few hundred steps, not 4,096 (CI's slow cores took >5 s).
+    short = ("engine.sim.natural_stop=false", "engine.sim.max_model_len=256", "server.default_max_tokens=20")
+    with live_server(*cache, *short) as live:
 
         def ask(options: dict) -> httpx.Response:
             body = {"model": "sim", "messages": user("Cache me."), "stream": False, "options": {"seed": 1, **options}}
-            return httpx.post(live.url + "/api/chat", json=body)
+            return httpx.post(live.url + "/api/chat", json=body, timeout=60)
 
         prompt = ask({"num_predict": 1}).json()["prompt_eval_count"]
         cut = ask({"num_ctx": prompt + 4})
