@@ -60,6 +60,22 @@ def llamacpp() -> Iterator[LiveServer]:
         yield live
 
 
+@pytest.fixture(scope="module")
+def patient() -> Iterator[LiveServer]:
+    """A fixed running limit and long wait limits: for tests of order and slots, which the adaptive
+    limit and the door would otherwise decide on a slow machine (CI's two cores: highs refused in
+    emergency mode, their budget 0 s once their first tokens took over the TTFT objective)."""
+    require_llamacpp()
+    fixed = [
+        "scheduler.limit.adaptive=false",
+        *(f"scheduler.max_wait_s.{c}=600" for c in ("high", "medium", "low")),
+        "scheduler.pressure.low_max_wait_s=600",
+        "scheduler.pressure.high_max_wait_s=600",
+    ]
+    with live_server(*fixed, base=LLAMACPP, startup_timeout=120) as live:
+        yield live
+
+
 def ask(client: openai.OpenAI, text: str, **kwargs):
     return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}], **kwargs)
 
@@ -194,16 +210,14 @@ def test_tools_and_structured_outputs(llamacpp: LiveServer):
     assert set(parsed) == {"name", "age"} and isinstance(parsed["age"], int)
 
 
-def test_a_load_of_32_completes_with_the_slots_holding(llamacpp: LiveServer):
-    """The door may refuse lows of the burst where the engine drains slowly (CI's two cores: the
-    last low 34 s away, past its 20 s in emergency mode); the SDK retries them after Retry-After."""
-    client = llamacpp.client(max_retries=5)
+def test_a_load_of_32_completes_with_the_slots_holding(patient: LiveServer):
+    client = patient.client()
     running: list[int] = []
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.is_set():
-            running.append(llamacpp.services.engine.stats().running)
+            running.append(patient.services.engine.stats().running)
             time.sleep(0.01)
 
     watcher = threading.Thread(target=watch)
@@ -233,35 +247,31 @@ def test_a_burst_prefills_lower_prompts_one_at_a_time_while_highs_come(llamacpp:
     assert (status["lower_prefills"], status["burst_prefills"]) == (1, 1)
 
 
-def test_priorities_reach_the_dispatch_order():
-    """With every slot busy, a high request queued after a low one starts first. Its own server:
-    the adaptive limit and the door's wait limits, which a slow machine moves, hold nothing here."""
-    require_llamacpp()
-    fixed = ("scheduler.limit.adaptive=false", "scheduler.max_wait_s.low=600", "scheduler.pressure.low_max_wait_s=600")
-    with live_server(*fixed, base=LLAMACPP, startup_timeout=120) as live:
-        client = live.client()
-        started: dict[str, float] = {}
+def test_priorities_reach_the_dispatch_order(patient: LiveServer):
+    """With every slot busy, a high request queued after a low one starts first."""
+    client = patient.client()
+    started: dict[str, float] = {}
 
-        def run(tag: str, priority: str, tokens: int) -> None:
-            stream = ask(
-                client,
-                f"Tell a story ({tag}).",
-                max_tokens=tokens,
-                stream=True,
-                extra_body={"priority": priority, "ignore_eos": True},
-            )
-            for chunk in stream:
-                if chunk.choices and chunk.choices[0].delta.content:
-                    started.setdefault(tag, time.monotonic())
+    def run(tag: str, priority: str, tokens: int) -> None:
+        stream = ask(
+            client,
+            f"Tell a story ({tag}).",
+            max_tokens=tokens,
+            stream=True,
+            extra_body={"priority": priority, "ignore_eos": True},
+        )
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                started.setdefault(tag, time.monotonic())
 
-        with ThreadPoolExecutor(SLOTS + 2) as pool:
-            busy = [pool.submit(run, f"busy{i}", "low", 200) for i in range(SLOTS)]
-            live.wait_for(lambda s: s["running"] == SLOTS, timeout=60)
-            low = pool.submit(run, "low", "low", 4)
-            live.wait_for(lambda s: s["waiting_total"] == 1, timeout=10)
-            high = pool.submit(run, "high", "high", 4)
-            for future in [*busy, low, high]:
-                future.result(timeout=300)
+    with ThreadPoolExecutor(SLOTS + 2) as pool:
+        busy = [pool.submit(run, f"busy{i}", "low", 200) for i in range(SLOTS)]
+        patient.wait_for(lambda s: s["running"] == SLOTS, timeout=60)
+        low = pool.submit(run, "low", "low", 4)
+        patient.wait_for(lambda s: s["waiting_total"] == 1, timeout=10)
+        high = pool.submit(run, "high", "high", 4)
+        for future in [*busy, low, high]:
+            future.result(timeout=300)
     assert started["high"] < started["low"]
 
 

@@ -34,7 +34,9 @@ def test_only_an_admin_sees_the_admin_tab_and_manages_keys_there(
         usage = ops.locator("#admin-usage")
         expect(usage.locator("[data-testid='cell-0-1']")).to_have_text("alice", timeout=WAIT_MS)
         expect(usage.locator("[data-testid='cell-0-4']")).to_have_text("5")
-        ops.locator("#admin-key-name textarea, #admin-key-name input").first.fill("student")
+        name = ops.locator("#admin-key-name textarea, #admin-key-name input").first
+        name.fill("student")
+        expect(name).to_have_value("student")  # in the page's state before the click sends it
         ops.locator("#admin-make-key").click()
         secret = ops.locator("#admin-secret textarea, #admin-secret input").first
         ops.wait_for_function(
