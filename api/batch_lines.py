@@ -1,5 +1,5 @@
 """How one batch line is answered: through the same parse and pipeline as its endpoint
-(`POST /v1/chat/completions` or `POST /v1/responses`), as its owner, as background work; and how a
+(`POST /v1/chat/completions`, `POST /v1/responses` or `POST /v1/completions`), as its owner, as background work; and how a
 line is checked before its batch runs, as that endpoint checks a body."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from api import responses
+from api import completions, responses
 from api.chat import parse_body
 from api.relay import collect
 from batches.runner import Answer, BatchRunner
@@ -18,6 +18,7 @@ from pipeline.events import Finished, Refused
 from pipeline.refusal import YIELDED, Refusal
 from protocols.json_bounds import BoundError, JsonBounds
 from protocols.openai_chat.render import CompletionFormat, error_body
+from protocols.openai_completions.render import TextCompletionFormat
 from wiring import Services
 
 _RETRIED = {429, 503}  # capacity and rate limits: the line waits and tries again
@@ -34,9 +35,7 @@ def build_runner(services: Services) -> BatchRunner:
 
     async def run(caller: Caller, endpoint: str, data: dict) -> Answer:
         try:
-            call, render = await (
-                _responses(services, caller, data) if endpoint == "/v1/responses" else _chat(services, caller, data)
-            )
+            call, render = await _LINES[endpoint](services, caller, data)
             chat = await services.pipeline.start(call)
         except Refusal as exc:
             return _refused(exc, f"batch-{uuid.uuid4().hex}")
@@ -59,7 +58,7 @@ def build_runner(services: Services) -> BatchRunner:
                     raise ValueError("body.background: a batch request already runs in the background")
                 responses.checked_chat(data, model)
             else:
-                parse_body(data)
+                (completions.parse_body if endpoint == "/v1/completions" else parse_body)(data)
                 if data.get("request_id") is not None:  # each line's answer has an id of its own
                     raise ValueError("body.request_id: a batch line is named by its custom_id")
         except BoundError as exc:
@@ -91,6 +90,16 @@ async def _chat(services: Services, caller: Caller, data: dict) -> tuple[ChatCal
     return ChatCall(caller=caller, params=params, hints=_HINTS, request_id=request_id), render
 
 
+async def _text(services: Services, caller: Caller, data: dict) -> tuple[ChatCall, Render]:
+    params = completions.parse_body(data)
+    request_id, model = f"batch-{uuid.uuid4().hex}", services.engine.capabilities.model
+
+    async def render(finished: Finished) -> dict:
+        return TextCompletionFormat.start(request_id, model, params.prompt_text * params.echo).body(finished)
+
+    return ChatCall(caller=caller, params=params, hints=_HINTS, request_id=request_id), render
+
+
 async def _responses(services: Services, caller: Caller, data: dict) -> tuple[ChatCall, Render]:
     """A response as `POST /v1/responses` makes it, stored (with `store`) for its owner to read and chain."""
     body, items, shape, _ = responses.parse_request(data, services.engine.capabilities.model)
@@ -103,6 +112,9 @@ async def _responses(services: Services, caller: Caller, data: dict) -> tuple[Ch
         return response
 
     return ChatCall(caller=caller, params=params, hints=_HINTS, request_id=shape.id), render
+
+
+_LINES = {"/v1/chat/completions": _chat, "/v1/responses": _responses, "/v1/completions": _text}
 
 
 def _refused(refusal: Refusal, request_id: str) -> Answer:

@@ -17,6 +17,7 @@ from api.access import metrics_response
 from api.auth import identify
 from api.cache_feedback import cache_feedback
 from api.chat import create_chat_completion
+from api.completions import create_completion
 from api.deps import batch_runner_of, services_of
 from api.errors import APIError
 from api.tokenize import tokenize
@@ -32,6 +33,7 @@ from scheduler.status import overall_status, request_status
 
 router = APIRouter()
 router.add_api_route("/v1/chat/completions", create_chat_completion, methods=["POST"])
+router.add_api_route("/v1/completions", create_completion, methods=["POST"])
 router.add_api_route("/tokenize", tokenize, methods=["POST"])
 router.add_api_route("/v1/cache/feedback", cache_feedback, methods=["POST"])
 

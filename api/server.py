@@ -29,6 +29,7 @@ from monitor.metrics import Metrics
 from pipeline.key_admin import load_keys
 from pipeline.usage_file import restore
 from protocols.openai_chat.request import ChatCompletionRequest
+from protocols.openai_completions.request import CompletionRequest
 from responses.redis_store import StoreUnavailable
 from scheduler.learned_pace import LearnedPace
 from scheduler.pace_file import engine_key
@@ -183,18 +184,19 @@ async def _close(services: Services, batch_runner: BatchRunner, background_respo
 
 
 def _openapi(app: FastAPI) -> dict:
-    """The generated document, plus the chat body the handler parses itself, so that clients and
-    API fuzzers see the same constraints the handler enforces."""
+    """The generated document, plus the bodies the chat and text completion handlers parse
+    themselves, so that clients and API fuzzers see the same constraints the handlers enforce."""
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-        body = ChatCompletionRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas = schema.setdefault("components", {}).setdefault("schemas", {})
-        schemas.update(body.pop("$defs", {}))
-        schemas["ChatCompletionRequest"] = body
-        schema["paths"]["/v1/chat/completions"]["post"]["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}},
-        }
+        for path, model in (("/v1/chat/completions", ChatCompletionRequest), ("/v1/completions", CompletionRequest)):
+            body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(body.pop("$defs", {}))
+            schemas[model.__name__] = body
+            schema["paths"][path]["post"]["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+            }
         app.openapi_schema = schema
     return app.openapi_schema
 

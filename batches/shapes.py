@@ -11,7 +11,7 @@ from typing import Any
 from batches.store import Line
 from protocols.unicode_text import ESCAPED_SURROGATE, lone_surrogate_at
 
-ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
+ENDPOINTS = ("/v1/chat/completions", "/v1/responses", "/v1/completions")
 MAX_ERRORS = 100  # validation errors named in a failed batch; the count says how many more
 CheckBody = Callable[
     [str, dict], None

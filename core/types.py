@@ -77,11 +77,13 @@ class GenParams:
     logprobs: int | None = None  # alternatives per token to return; None: no logprobs
     structured: Structured | None = None
     tools: ToolUse | None = None
+    raw: bool = False  # a text completion: the model's text as written, nothing read out of it (channels, calls)
 
 
 @dataclass(slots=True)
 class Prompt:
-    """A chat rendered by the engine: exact token count plus whatever the engine needs later."""
+    """A chat rendered by the engine, or a text completion's prompt as given: exact token count plus
+    whatever the engine needs later."""
 
     num_tokens: int
     payload: Any = None

@@ -132,6 +132,12 @@ class LlamaCppEngine:
         ids = await self._tokenize(rendered["prompt"])
         return Prompt(num_tokens=len(ids), payload=payload)
 
+    async def prepare_text(self, text: str) -> Prompt:
+        """Its token ids, as llama.cpp's `/completion` reads a prompt (start token, special tokens
+        parsed); its text completions continue them."""
+        ids = await self._tokenize(text)
+        return Prompt(num_tokens=len(ids), payload={"prompt": ids})
+
     async def _tokenize(self, text: str) -> list[int]:
         return (await self._post("/tokenize", {"content": text, "add_special": True, "parse_special": True}))["tokens"]
 
@@ -146,7 +152,7 @@ class LlamaCppEngine:
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         if self._streams is None:
             raise EngineError("engine is not running")
-        completion = "prompt" in prompt.payload  # ours rendered the tools: llama.cpp continues the text
+        completion = "prompt" in prompt.payload  # a text completion, or ours rendered the tools: llama.cpp continues it
         self._prompt_tokens += prompt.num_tokens
         if not completion:
             self._resumable.add(request_id)

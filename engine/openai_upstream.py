@@ -23,7 +23,7 @@ import httpx
 from core.types import ChatMessage, Delta, GenParams, Prompt, Tool
 from engine.base import Capabilities, EngineError, EngineRejected, EngineStats
 from engine.chat_template import openai_message, tool_dicts
-from engine.openai_wire import sampling_fields, sse_deltas, tool_fields
+from engine.openai_wire import sampling_fields, sse_deltas, text_completion_body, tool_fields
 from engine.upstream_pool import Upstream, UpstreamPool, read_vllm_metrics
 from settings.schema import EngineConfig, OpenAIUpstreamConfig
 
@@ -119,6 +119,11 @@ class OpenAIUpstreamEngine:
             counted = -(-chars // _CHARS_PER_TOKEN) + _MESSAGE_OVERHEAD * len(messages)
         return Prompt(num_tokens=counted, payload=payload)
 
+    async def prepare_text(self, text: str) -> Prompt:
+        """Counted by an upstream's `/tokenize` in vLLM's completion form, else from the characters."""
+        counted = await self._count_tokens({"prompt": text}) if self.config.tokenize else None
+        return Prompt(num_tokens=counted or -(-len(text) // _CHARS_PER_TOKEN) + 1, payload={"prompt": text})
+
     async def _count_tokens(self, payload: dict[str, Any]) -> int | None:
         """The prompt's tokens by an upstream's tokenizer; None where no upstream can say."""
         now = time.monotonic()
@@ -127,11 +132,8 @@ class OpenAIUpstreamEngine:
         )
         if upstream is None or self._client is None:
             return None
-        body: dict[str, Any] = {
-            "model": self._model,
-            "add_generation_prompt": True,
-            **{k: v for k, v in payload.items() if v},
-        }
+        form = {} if "prompt" in payload else {"add_generation_prompt": True}
+        body: dict[str, Any] = {"model": self._model, **form, **{k: v for k, v in payload.items() if v}}
         try:
             response = await self._client.post(
                 upstream.root + "/tokenize", json=body, headers=_auth(upstream), timeout=self.config.connect_timeout_s
@@ -150,7 +152,12 @@ class OpenAIUpstreamEngine:
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         tried: list[Upstream] = []
-        affinity = json.dumps(prompt.payload["messages"][:1])  # a shared system prompt, or a conversation
+        # a shared system prompt, or a conversation; a text prompt's start
+        affinity = (
+            prompt.payload["prompt"][:1000]
+            if "prompt" in prompt.payload
+            else json.dumps(prompt.payload["messages"][:1])
+        )
         while True:
             upstream = self.pool.pick(affinity, exclude=tuple(tried))
             if upstream is None:
@@ -187,7 +194,7 @@ class OpenAIUpstreamEngine:
         headers["X-Request-ID"] = request_id
         try:
             async with self._http().stream(
-                "POST", upstream.url + "/chat/completions", json=body, headers=headers
+                "POST", upstream.url + _path(prompt), json=body, headers=headers
             ) as response:
                 if response.status_code >= 500 or response.status_code in (408, 429):
                     raise UpstreamUnavailable(f"{upstream.url} answered {response.status_code}")
@@ -209,6 +216,8 @@ class OpenAIUpstreamEngine:
             yield delta
 
     def _body(self, prompt: Prompt, params: GenParams) -> dict[str, Any]:
+        if "prompt" in prompt.payload:
+            return text_completion_body(self._model, prompt.payload["prompt"], params, self.config.send_priority)
         body: dict[str, Any] = {
             "model": self._model,
             "messages": prompt.payload["messages"],
@@ -286,6 +295,10 @@ class OpenAIUpstreamEngine:
         except httpx.HTTPError as exc:
             if check_health and self.pool.failed(upstream):
                 log.warning("upstream %s taken out: %s", upstream.url, exc)
+
+
+def _path(prompt: Prompt) -> str:
+    return "/completions" if "prompt" in prompt.payload else "/chat/completions"
 
 
 def _auth(upstream: Upstream) -> dict[str, str]:

@@ -39,6 +39,25 @@ def sampling_fields(params: GenParams) -> dict[str, Any]:
     return out
 
 
+def text_completion_body(model: str, prompt: str, params: GenParams, send_priority: bool) -> dict[str, Any]:
+    """A streamed `/v1/completions` request: its `logprobs` is a count, not a flag."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": params.max_tokens,
+        **{k: v for k in ("temperature", "top_p", "seed") if (v := getattr(params, k)) is not None},
+        **({"stop": params.stop} if params.stop else {}),
+        **({"priority": params.priority} if send_priority else {}),
+        **sampling_fields(params),
+    }
+    if params.logprobs is not None:
+        del body["top_logprobs"]
+        body["logprobs"] = params.logprobs
+    return body
+
+
 def tool_fields(payload: dict[str, Any], params: GenParams) -> dict[str, Any]:
     """The tools (rendered by prepare), the choice and the template's arguments."""
     kwargs = payload.get("chat_template_kwargs")
@@ -59,11 +78,26 @@ def call_delta(call: dict[str, Any]) -> ToolCallDelta:
 
 
 def logprobs_of(given: dict[str, Any] | None) -> tuple[TokenLogprob, ...]:
+    """Chat's `{"content": [...]}`, or a text completion's parallel lists (vLLM's, OpenAI's legacy)."""
+    if given and "tokens" in given:
+        return _text_logprobs(given)
     entries = (given or {}).get("content") or ()
     return tuple(
         TokenLogprob(e["token"], e["logprob"], tuple((t["token"], t["logprob"]) for t in e.get("top_logprobs") or ()))
         for e in entries
     )
+
+
+def _text_logprobs(given: dict[str, Any]) -> tuple[TokenLogprob, ...]:
+    tops = given.get("top_logprobs") or [None] * len(given["tokens"])
+    return tuple(
+        TokenLogprob(token, logprob if logprob is not None else -9999.0, _ranked(top))
+        for token, logprob, top in zip(given["tokens"], given.get("token_logprobs") or (), tops)
+    )
+
+
+def _ranked(top: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
+    return tuple(sorted((top or {}).items(), key=lambda item: -item[1]))
 
 
 class ChunkReader:

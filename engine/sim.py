@@ -121,6 +121,9 @@ class SimEngine:
             num_tokens=tokens + 1, payload={"text": text + tools_text, "after_tool": messages[-1].role == "tool"}
         )
 
+    async def prepare_text(self, text: str) -> Prompt:
+        return Prompt(num_tokens=count_tokens(text) + 1, payload={"text": text, "after_tool": False})
+
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         if not self._ready or self._wake is None:
             raise EngineError("engine is not running")
@@ -128,7 +131,7 @@ class SimEngine:
             raise EngineError(f"request {request_id!r} is already running")
         seq = self._new_sequence(request_id, prompt, params)
         reads_calls = params.tools is not None
-        if self.config.harmony:
+        if self.config.harmony and not params.raw:
             stream = split_channels(self._deltas(seq), tools=reads_calls)
         else:
             stream = split_tool_calls(self._deltas(seq)) if reads_calls else self._deltas(seq)
@@ -208,7 +211,7 @@ class SimEngine:
             with _schema_met(f"the parameters of tool {tool.name!r}"):
                 seq.script = sim_script.call_script(tool, seq.rng, harmony)
             seq.scripted = True
-        elif harmony:
+        elif harmony and not params.raw:
             seq.script = sim_script.thinking(max(2, seq.natural_len // 4)) + sim_script.final_channel()
             seq.natural_len = max(seq.natural_len, len(seq.script) + 1)  # an answer follows the thinking
 
@@ -288,7 +291,7 @@ class SimEngine:
             reason = "stop" if seq.generated >= len(seq.script) else None
         elif reason is None and self.config.natural_stop and seq.generated >= seq.natural_len:
             reason = "stop"
-            piece += "<|return|>" if self.config.harmony else ""
+            piece += "<|return|>" if self.config.harmony and not seq.params.raw else ""
         if reason:
             self._finish(seq, Delta(piece, 1, reason, logprobs=logprobs))
         else:

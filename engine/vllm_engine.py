@@ -156,19 +156,25 @@ class VllmEngine:
         )
         return self._encode(text)
 
-    def _encode(self, text: str) -> list[int]:
-        return list(self._tokenizer.encode(text, add_special_tokens=False))
+    def _encode(self, text: str, start_token: bool = False) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=start_token))
+
+    async def prepare_text(self, text: str) -> Prompt:
+        """As vLLM's `/v1/completions` tokenizes a prompt: with the tokenizer's special tokens."""
+        ids = await asyncio.get_running_loop().run_in_executor(self._prompts, self._encode, text, True)
+        return Prompt(num_tokens=len(ids), payload=ids)
 
     async def generate(self, request_id: str, prompt: Prompt, params: GenParams) -> AsyncIterator[Delta]:
         from vllm.exceptions import VLLMValidationError
 
         if self._engine is None:
             raise EngineError("engine is not running")
-        if self._harmony and params.structured is not None:
+        harmony = self._harmony and not params.raw
+        if harmony and params.structured is not None:
             deltas = self._think_then_answer(request_id, prompt.payload, params)
         else:
             deltas = self._run(request_id, prompt.payload, params)
-        if self._harmony:
+        if harmony:
             deltas = split_channels(deltas, tools=params.tools is not None)
         elif params.tools is not None:
             deltas = split_tool_calls(deltas)
@@ -312,9 +318,10 @@ class VllmEngine:
             stop_token_ids=params.stop_token_ids or None,
             logprobs=params.logprobs,
             structured_outputs=constraint,
-            # harmony's channel markers are special tokens: keep them, with no added spaces
-            skip_special_tokens=not self._harmony,
-            spaces_between_special_tokens=not self._harmony,
+            # harmony's channel markers are special tokens: keep them, with no added spaces (a text
+            # completion is read as vLLM's own server writes it: without them)
+            skip_special_tokens=params.raw or not self._harmony,
+            spaces_between_special_tokens=params.raw or not self._harmony,
         )
 
 

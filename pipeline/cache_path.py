@@ -50,7 +50,7 @@ class CachePath:
         lookup (exact and similar) but stores the fresh answer; `"cache": "exact"` skips only the
         similar lookup; only deterministic requests are cached unless configured."""
         directives = {d.strip().lower() for d in cache_control.split(",")}
-        if self.cache is None or body.cache is False or "no-store" in directives or body.logprobs:
+        if self.cache is None or body.cache is False or "no-store" in directives or body.logprobs_count is not None:
             return CachePlan()  # a replay has no logprobs to give
         keyed = KeyedRequest(
             model=model,

@@ -68,9 +68,6 @@ class ChatParams(Protocol):
     def parallel_tool_calls(self) -> bool | None: ...
 
     @property
-    def logprobs(self) -> bool | None: ...
-
-    @property
     def cache(self) -> bool | Literal["exact"] | None: ...
 
     @property
@@ -78,6 +75,12 @@ class ChatParams(Protocol):
 
     @property
     def requested_max_tokens(self) -> int | None: ...
+
+    @property
+    def prompt_text(self) -> str | None:
+        """A text completion's prompt, which the model continues as given (no chat template; the
+        answer's text as written); None for a chat. `messages` then holds it as one user turn."""
+        ...
 
     @property
     def max_tokens_param(self) -> str:

@@ -94,8 +94,11 @@ class ChatPipeline:
         priority, score = self._priority(call)
         check_model(self.engine, body.model)
         self.limiter.admit_request(call.caller)
-        request_id = call.request_id or f"chatcmpl-{uuid.uuid4().hex}"
-        namespace = call.caller.cache_namespace + (call.bound.cache_tag if call.bound else "")
+        text = body.prompt_text is not None
+        request_id = call.request_id or f"{'cmpl' if text else 'chatcmpl'}-{uuid.uuid4().hex}"
+        namespace = (
+            call.caller.cache_namespace + (call.bound.cache_tag if call.bound else "") + ("|text" if text else "")
+        )
         plan = self.cache.plan(self.engine.capabilities.model, body, namespace, call.cache_control)
         try:
             hit = await self.cache.lookup(plan)

@@ -82,9 +82,15 @@ async def prepare_generation(
     use = body.tool_use()
     native = engine.capabilities.tool_format == "native"
     forced = use if is_forced(use) and not native else None
-    prompt = await engine.prepare(
-        [m.to_chat() for m in body.messages], body.reasoning_effort, use.tools if use else (), body.chat_template_kwargs
-    )
+    if body.prompt_text is not None:
+        prompt = await engine.prepare_text(body.prompt_text)
+    else:
+        prompt = await engine.prepare(
+            [m.to_chat() for m in body.messages],
+            body.reasoning_effort,
+            use.tools if use else (),
+            body.chat_template_kwargs,
+        )
     params = GenParams(
         max_tokens=(
             _max_tokens(engine, body, prompt.num_tokens, default_max_tokens)
@@ -107,6 +113,7 @@ async def prepare_generation(
         logprobs=body.logprobs_count,
         structured=Structured(forced_schema(forced)) if forced else body.structured_output(),
         tools=None if forced else use,
+        raw=body.prompt_text is not None,
     )
     return Generation(prompt, params, forced)
 
@@ -156,11 +163,12 @@ def _max_tokens(engine: EngineBackend, body: ChatParams, prompt_tokens: int, def
             code="invalid_value",
         )
     if room < 1 or (asked is not None and asked > room):
+        prompt, takes = ("messages", "take") if body.prompt_text is None else ("prompt", "takes")
         raise Refusal(
             400,
-            f"this model's maximum context length is {context} tokens; the messages take {prompt_tokens} tokens"
+            f"this model's maximum context length is {context} tokens; the {prompt} {takes} {prompt_tokens} tokens"
             + (f" and {param} asks for {asked} more" if asked is not None else ", leaving no room for an answer"),
-            param="messages",
+            param=prompt,
             code="context_length_exceeded",
         )
     if asked is not None:

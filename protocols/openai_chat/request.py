@@ -109,6 +109,10 @@ class ChatCompletionRequest(BaseModel):
         return [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
 
     @property
+    def prompt_text(self) -> None:
+        return None
+
+    @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
@@ -193,6 +197,17 @@ class TokenizeRequest(BaseModel):
     return_token_strs: Literal[False] = False
 
 
+class TokenizeTextRequest(BaseModel):
+    """vLLM's completion form of `POST /tokenize`: a text completion's prompt, as it is tokenized."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    model: str | None = None
+    prompt: str = Field(min_length=1)
+    add_special_tokens: Literal[True] = True  # vLLM's default for this form
+    return_token_strs: Literal[False] = False
+
+
 def describe(error: ValidationError) -> tuple[str, str]:
     """(param, message) for the first problem, naming the parameter as OpenAI does."""
     first = max(error.errors(), key=lambda e: len(e["loc"]))
@@ -234,6 +249,7 @@ __all__ = [
     "TextPart",
     "ToolCallIn",
     "TokenizeRequest",
+    "TokenizeTextRequest",
     "describe",
     "unknown_fields",
     "REQUEST_ID_PATTERN",

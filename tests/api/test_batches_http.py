@@ -181,6 +181,33 @@ def test_a_responses_line_is_checked_as_post_v1_responses_checks_it(tmp_path, ro
         assert done.status == "failed" and err.line == 2 and where in err.message
 
 
+def test_a_text_completions_batch_answers_each_line_as_post_v1_completions(tmp_path) -> None:
+    def text_line(i: int, **body) -> dict:
+        body = {"model": "sim", "prompt": f"Count to {i}:", "max_tokens": 6, **body}
+        return {"custom_id": f"cmpl-{i}", "method": "POST", "url": "/v1/completions", "body": body}
+
+    with live_server(f"batches.path={tmp_path / 'b.sqlite3'}", "engine.sim.natural_stop=false") as live:
+        client = live.client()
+        bad = client.files.create(file=("in.jsonl", jsonl([text_line(0), text_line(1, suffix="!")])), purpose="batch")
+        refused = wait_done(
+            client, client.batches.create(input_file_id=bad.id, endpoint="/v1/completions", completion_window="24h").id
+        )
+        assert refused.status == "failed" and "body.suffix" in refused.errors.data[0].message
+        rows = [text_line(0), text_line(1, echo=True)]
+        uploaded = client.files.create(file=("in.jsonl", jsonl(rows)), purpose="batch")
+        done = wait_done(
+            client,
+            client.batches.create(input_file_id=uploaded.id, endpoint="/v1/completions", completion_window="24h").id,
+        )
+        out = {
+            o["custom_id"]: o["response"]["body"]
+            for o in map(json.loads, client.files.content(done.output_file_id).text.splitlines())
+        }
+    assert done.status == "completed" and sorted(out) == ["cmpl-0", "cmpl-1"]
+    assert all(b["object"] == "text_completion" and b["usage"]["completion_tokens"] == 6 for b in out.values())
+    assert out["cmpl-1"]["choices"][0]["text"].startswith("Count to 1:")
+
+
 def test_bad_requests_to_the_api_are_400s_in_openais_shape(tmp_path) -> None:
     with live_server(f"batches.path={tmp_path / 'b.sqlite3'}", "batches.max_file_bytes=2048") as live:
         client = live.client()

@@ -26,6 +26,7 @@ def test_every_route_answers_without_5xx_and_in_the_openai_shape(fuzzed_server: 
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {f"{op.method.upper()} {op.path}" for op in operations} >= {
         "POST /v1/chat/completions",
+        "POST /v1/completions",
         "GET /v1/models",
         "GET /v1/queue/status",
         "DELETE /v1/cache",

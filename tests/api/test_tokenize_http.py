@@ -17,6 +17,12 @@ def test_the_count_is_the_prompt_a_completion_takes() -> None:
         answer = live.client().chat.completions.create(model="sim", messages=MESSAGES, max_tokens=2)
         assert body["count"] == answer.usage.prompt_tokens > 0
         assert body["max_model_len"] == live.client().models.list().data[0].max_model_len
+        text = "Once upon a time there was a queue."
+        counted = httpx.post(live.url + "/tokenize", json={"model": "sim", "prompt": text}, timeout=10).json()
+        answer = live.client().completions.create(model="sim", prompt=text, max_tokens=2)
+        assert counted["count"] == answer.usage.prompt_tokens > 0  # vLLM's completion form: a text completion's
+        odd = httpx.post(live.url + "/tokenize", json={"prompt": text, "add_special_tokens": False}, timeout=10)
+        assert odd.status_code == 400 and odd.json()["error"]["param"] == "add_special_tokens"
 
 
 def test_bad_calls_get_openai_errors() -> None:

@@ -227,3 +227,20 @@ def test_a_prompt_is_templated_and_tokenized_off_the_event_loop(vllm_server, mon
         json={"model": "smollm2-135m-instruct", "messages": HI, "max_tokens": 2},
     )
     assert response.status_code == 200 and seen and all(name.startswith("vllm-prompt") for name in seen)
+
+
+def test_a_text_completion_continues_the_prompt_as_given(vllm_server):
+    """No chat template: the prompt's count is the tokenizer's own (special tokens as vLLM's
+    `/v1/completions` adds them), and the greedy text is the engine's."""
+    client = vllm_server.client()
+    prompt = "The capital of France is"
+    answer = client.completions.create(model="smollm2-135m-instruct", prompt=prompt, max_tokens=6, temperature=0)
+    tokenizer = vllm_server.services.engine._tokenizer
+    assert answer.usage.prompt_tokens == len(tokenizer.encode(prompt, add_special_tokens=True))
+    assert answer.choices[0].text and answer.usage.completion_tokens <= 6
+    chat = four_tokens(vllm_server, messages=[{"role": "user", "content": prompt}]).json()
+    assert chat["usage"]["prompt_tokens"] > answer.usage.prompt_tokens + 5  # the template's tokens
+    streamed = client.completions.create(
+        model="smollm2-135m-instruct", prompt=prompt, max_tokens=6, temperature=0, stream=True, echo=True
+    )
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == prompt + answer.choices[0].text

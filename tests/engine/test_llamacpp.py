@@ -322,3 +322,20 @@ def test_ollamas_api_runs_on_the_real_model(llamacpp: LiveServer):
     assert last.prompt_eval_count == chat.usage.prompt_tokens
     generated = api.generate(model=f"{MODEL}:latest", prompt="Say yes.", options={"num_predict": 4, "temperature": 0})
     assert generated.response and generated.eval_count <= 4
+
+
+def test_a_text_completion_is_the_one_llama_cpps_own_server_gives(llamacpp: LiveServer):
+    """`/v1/completions` continues the prompt as given: the same seeded text and prompt count as
+    llama.cpp's own `/v1/completions`, logprobs in the legacy shape."""
+    engine = llamacpp.services.engine
+    body = {"prompt": "The capital of France is", "max_tokens": 12, "seed": 5}
+    own = httpx.post(
+        engine._server.listening_address + "/v1/completions", json=body, headers=engine._http.headers, timeout=60
+    ).json()
+    ours = llamacpp.client().completions.create(model=MODEL, **body, extra_headers={"Cache-Control": "no-store"})
+    assert ours.choices[0].text == own["choices"][0]["text"] and ours.choices[0].text
+    assert ours.usage is not None and ours.usage.prompt_tokens == own["usage"]["prompt_tokens"]
+    scored = llamacpp.client().completions.create(model=MODEL, prompt="One, two,", max_tokens=4, logprobs=2)
+    given = scored.choices[0].logprobs
+    assert given is not None and "".join(given.tokens or ()) == scored.choices[0].text
+    assert all(lp is not None and lp <= 0 for lp in given.token_logprobs or ())

@@ -114,6 +114,9 @@ def test_a_gateway_in_front_of_our_own_server_on_the_simulator() -> None:
             direct = upstream.client().chat.completions.create(model="sim", messages=long, max_tokens=2)
             through = client.chat.completions.create(model="sim", messages=long, max_tokens=2)
             assert through.usage.prompt_tokens == direct.usage.prompt_tokens  # the upstream's count, by /tokenize
+            text = client.completions.create(model="sim", prompt="be brief " * 40, max_tokens=5, seed=1, echo=True)
+            own = upstream.client().completions.create(model="sim", prompt="be brief " * 40, max_tokens=5, seed=1)
+            assert text.choices[0].text == "be brief " * 40 + own.choices[0].text and text.usage == own.usage
 
 
 def test_an_upstream_whose_token_counts_are_spent_is_not_asked_again_until_they_renew() -> None:

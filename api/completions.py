@@ -1,0 +1,51 @@
+"""POST /v1/completions: OpenAI's legacy text completions on the same pipeline as chat (keys,
+class, fair share, the door, limits, the cache, usage, queue notices, abort on disconnect), so
+the tools that only send a prompt to continue (evaluation harnesses, older SDK code, LangChain's
+`OpenAI` LLM) queue with everyone else instead of going to the engine around us."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from api.auth import identify
+from api.body import read_object, validate
+from api.chat import header_request_id
+from api.deps import services_of
+from api.errors import APIError
+from api.relay import complete_response, rendered, stream_response, unless_client_leaves
+from pipeline.chat import ChatCall, PriorityHints
+from protocols.openai_completions.render import TextCompletionFormat, TextCompletionStream
+from protocols.openai_completions.request import CompletionRequest, unknown_fields
+
+
+async def create_completion(request: Request) -> Response:
+    services = services_of(request)
+    caller = identify(request)
+    body = parse_body(await read_object(request))
+    call = ChatCall(
+        caller=caller,
+        params=body,
+        hints=PriorityHints(request.headers.get("x-priority")),
+        request_id=body.request_id or header_request_id(request),
+        cache_control=request.headers.get("cache-control", ""),
+        streamed=body.stream,
+    )
+    run = await unless_client_leaves(request, services.pipeline.start(call))
+    if run is None:
+        return Response(status_code=499)
+    fmt = TextCompletionFormat.start(run.request_id, services.engine.capabilities.model, body.prompt_text * body.echo)
+    if call.streamed:
+        stream = TextCompletionStream(fmt, body.include_usage)
+        return await stream_response(run, lambda first, events: rendered(first, events, stream))
+    return await complete_response(request, run, fmt.body)
+
+
+def parse_body(data: dict) -> CompletionRequest:
+    if (unknown := unknown_fields(data)) is not None:
+        raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
+    body = validate(data, CompletionRequest)
+    if (problem := body.problem()) is not None:
+        param, code, message = problem
+        raise APIError(400, message, param=param, code=code)
+    return body
