@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from api.auth import identify
 from api.body import read_object, validate
 from api.chat import header_request_id, parse_body
+from api.completions import parse_body as parse_text
 from api.deps import services_of
 from api.errors import APIError
 from api.relay import complete_response, rendered, stream_response, unless_client_leaves
@@ -25,8 +26,9 @@ from pipeline.prepare import AnswerBound, check_model, check_ready
 from pipeline.refusal import Refusal
 from protocols.ollama.render import AnswerShape, AnswerStream, created_at
 from protocols.ollama.request import ChatRequest, GenerateRequest, Options, ShowRequest, unknown_request_field, unloads
-from protocols.ollama.to_chat import Untranslatable, chat_fields, served_name
+from protocols.ollama.to_chat import Untranslatable, chat_fields, served_name, text_fields
 from protocols.openai_chat.request import ChatCompletionRequest
+from protocols.openai_completions.request import CompletionRequest
 from wiring import Services
 
 router = APIRouter()
@@ -94,11 +96,13 @@ def _parsed(data: dict, model: type[ChatRequest] | type[GenerateRequest]) -> Cha
 
 def _chat_request(
     body: ChatRequest | GenerateRequest, served: str, context: int
-) -> tuple[ChatCompletionRequest, AnswerBound]:
-    """The chat request and how far its answer may go. A `num_ctx` under the model's context bounds
-    the answer by the prompt, which the key of a cached answer does not hold: no cache then."""
+) -> tuple[ChatCompletionRequest | CompletionRequest, AnswerBound]:
+    """The chat request (a text completion's, with `raw: true`) and how far its answer may go. A
+    `num_ctx` under the model's context bounds the answer by the prompt, which the key of a cached
+    answer does not hold: no cache then."""
+    raw = isinstance(body, GenerateRequest) and body.raw
     try:
-        fields = chat_fields(body, served)
+        fields = text_fields(body, served) if isinstance(body, GenerateRequest) and raw else chat_fields(body, served)
     except Untranslatable as exc:
         raise APIError(400, str(exc), param=exc.param, code="invalid_value") from None
     options = body.options or Options()
@@ -106,7 +110,7 @@ def _chat_request(
         fields["cache"] = False
     bound = AnswerBound(options.num_ctx, fields.get("max_tokens"), fill=options.num_predict in (-1, -2))
     try:
-        return parse_body(fields), bound
+        return (parse_text(fields) if raw else parse_body(fields)), bound
     except APIError as exc:
         raise _in_ollamas_names(exc, isinstance(body, GenerateRequest)) from None
 

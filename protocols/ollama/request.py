@@ -47,7 +47,6 @@ UNSUPPORTED = {
     "suffix": "suffix (fill in the middle) is not supported",
     "template": "template is not supported: the served model's own chat template lays out the prompt",
     "context": "context is not supported: send the conversation to /api/chat",
-    "raw": "raw prompts are not supported: the served model's own chat template lays out the prompt",
     "width": "image generation is not supported",
     "height": "image generation is not supported",
     "steps": "image generation is not supported",
@@ -131,6 +130,7 @@ class ChatRequest(_Common):
 class GenerateRequest(_Common):
     prompt: str | None = None
     system: str | None = None
+    raw: bool = False  # the prompt as given, no chat template: a text completion
 
 
 def unknown_request_field(data: dict[str, Any], model: type[BaseModel]) -> tuple[str, str] | None:

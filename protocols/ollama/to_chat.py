@@ -53,6 +53,20 @@ def chat_fields(body: ChatRequest | GenerateRequest, served: str) -> dict[str, A
     return {k: v for k, v in fields.items() if v is not None}
 
 
+def text_fields(body: GenerateRequest, served: str) -> dict[str, Any]:
+    """`raw: true`: the text completion request's fields, the prompt continued as given. What only
+    a chat has (`system`, `format`, a thinking level) is refused, not dropped."""
+    for name, given in (("system", body.system), ("format", body.format), ("think", body.think)):
+        if given not in (None, "", False):
+            raise Untranslatable(name, f"{name} is not supported with raw: true (the prompt is continued as given)")
+    fields = chat_fields(body, served)
+    for chat_only in ("messages", "include_reasoning", "top_logprobs", "logprobs"):
+        fields.pop(chat_only, None)
+    if body.logprobs:
+        fields["logprobs"] = body.top_logprobs or 0
+    return {**fields, "prompt": body.prompt}
+
+
 def chat_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """A tool message answers a call of the assistant turn before it: the one it names
     (`tool_call_id`, or the first unanswered of `tool_name`), else the next unanswered."""

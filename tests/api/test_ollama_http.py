@@ -161,6 +161,7 @@ def test_the_model_list_and_details(live: LiveServer) -> None:
         ({"think": "extreme"}, "think"),
         ({"format": "xml"}, "format"),
         ({"surprise": True}, "surprise"),
+        ({"raw": True}, "raw"),  # a chat has no raw form
     ],
 )
 def test_bad_requests_are_ollama_errors_naming_the_field(live: LiveServer, body: dict, param: str) -> None:
@@ -332,3 +333,23 @@ def test_answers_bounded_apart_are_cached_apart(tmp_path: Path) -> None:
     assert (cut.headers["x-cache"], cut.json()["eval_count"]) == ("BYPASS", 4)
     assert (whole.headers["x-cache"], whole.json()["eval_count"]) == ("MISS", 20)
     assert filled.headers["x-cache"] == "MISS" and filled.json()["eval_count"] > 20
+
+
+def test_raw_generate_continues_the_prompt_as_given(live: LiveServer) -> None:
+    """`raw: true`: a text completion (no chat template, nothing read out of the answer), counted
+    as `/v1/completions` counts the same prompt; what only a chat has is a 400 naming it."""
+    api = client(live)
+    prompt = "<|start|>user<|message|>Hi<|end|><|start|>assistant"
+    raw = api.generate(model="sim", prompt=prompt, raw=True, options={"num_predict": 6, "seed": 3})
+    assert raw.response and not raw.thinking and "<|" not in raw.response and raw.eval_count <= 6
+    text = live.client(api_key="sk-alice-0001").completions.create(model="sim", prompt=prompt, max_tokens=1)
+    templated = api.generate(model="sim", prompt=prompt, options={"num_predict": 1})
+    assert raw.prompt_eval_count == text.usage.prompt_tokens != templated.prompt_eval_count
+    streamed = list(
+        api.generate(model="sim", prompt=prompt, raw=True, stream=True, options={"num_predict": 6, "seed": 3})
+    )
+    assert "".join(p.response for p in streamed) == raw.response and streamed[-1].done
+    for name, value in (("system", "Be brief."), ("format", "json"), ("think", "low")):
+        with pytest.raises(ollama.ResponseError) as refused:
+            api.generate(model="sim", prompt=prompt, raw=True, **{name: value})
+        assert refused.value.status_code == 400 and refused.value.error.startswith(f"{name} is not supported with raw")
