@@ -159,6 +159,11 @@ def queue_comment(event: Queued) -> str:
     return sse_comment(f"queue position={event.position} estimated_wait_s={eta}")
 
 
+def dispatched_notice(event: Started, waited: bool) -> list[str]:
+    """A stream that waited says when it left the queue, and after how long."""
+    return [sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")] if waited else []
+
+
 class ChatStream:
     """A chat completion's server-sent events: queue notices as comments while it waits, then the
     chunks, then `[DONE]`; a refusal after the stream opened is one `data:` line with the error."""
@@ -172,7 +177,7 @@ class ChatStream:
         return [queue_comment(event)]
 
     async def started(self, event: Started) -> list[str]:
-        notice = [sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")] if self.waited else []
+        notice = dispatched_notice(event, self.waited)
         return [*notice, self.fmt.chunk({"role": "assistant", "content": ""}, with_usage_field=self.include_usage)]
 
     async def reasoning(self, event: ReasoningDelta) -> list[str]:

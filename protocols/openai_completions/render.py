@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from core.types import TokenLogprob
 from pipeline.events import Finished, Queued, ReasoningDelta, Refused, Started, TextDelta, ToolCallPiece, Usage
-from protocols.openai_chat.render import SSE_DONE, error_body, queue_comment, sse, sse_comment, usage
+from protocols.openai_chat.render import SSE_DONE, dispatched_notice, error_body, queue_comment, sse, usage
 
 
 @dataclass(slots=True)
@@ -79,7 +79,7 @@ class TextCompletionStream:
         return [queue_comment(event)]
 
     async def started(self, event: Started) -> list[str]:
-        notice = [sse_comment(f"dispatched queue_wait_ms={event.queue_wait_s * 1000:.0f}")] if self.waited else []
+        notice = dispatched_notice(event, self.waited)
         echo = [self.fmt.chunk(self.fmt.echo, with_usage_field=self.include_usage)] if self.fmt.echo else []
         return [*notice, *echo]
 

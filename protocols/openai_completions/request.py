@@ -9,11 +9,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from core.types import ChatMessage, Structured, ToolUse
 from protocols.fields import unknown_field
-from protocols.openai_chat.request import REQUEST_ID_PATTERN, StreamOptions
+from protocols.openai_chat.request import REQUEST_ID_PATTERN, StreamOptions, VllmSampling
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for this endpoint
 
@@ -39,7 +39,7 @@ class PromptTurn:
         return ChatMessage("user", self.text)
 
 
-class CompletionRequest(BaseModel):
+class CompletionRequest(VllmSampling):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
@@ -60,13 +60,6 @@ class CompletionRequest(BaseModel):
     logit_bias: dict[str, float] | None = None
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     user: str | None = None  # bookkeeping: cannot change the answer
-    # vLLM's sampling extensions, as its server takes them
-    top_k: int | None = Field(default=None, ge=-1)
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    repetition_penalty: float | None = Field(default=None, gt=0, le=2)
-    min_tokens: int | None = Field(default=None, ge=0)
-    ignore_eos: bool | None = None
-    stop_token_ids: list[int] | None = None
     # ours
     cache: bool | Literal["exact"] | None = None
     priority: str | int | None = None
