@@ -27,7 +27,7 @@ async def create_chat_completion(request: Request) -> Response:
     services = services_of(request)
     caller = identify(request)
     body = parse_body(await read_object(request))
-    batch = _batch_mode(request)
+    batch = batch_mode(request)
     call = ChatCall(
         caller=caller,
         params=body,
@@ -84,7 +84,7 @@ def header_request_id(request: Request) -> str | None:
     return value or None
 
 
-def _batch_mode(request: Request) -> bool:
+def batch_mode(request: Request) -> bool:
     mode = request.query_params.get("mode")
     if mode not in (None, "batch", "interactive"):
         raise APIError(400, f"mode must be batch or interactive; got {mode!r}", param="mode", code="invalid_value")

@@ -34,6 +34,7 @@ class KeyedRequest:
     reasoning_effort: str | None
     namespace: str = ""
     options: str = ""  # canonical JSON of the rest that decides the answer: tools, response format, penalties
+    verbatim: bool = False  # never normalized: a text completion's prompt, which is continued as sent
 
 
 def is_cacheable(request: KeyedRequest, mode: str) -> bool:
@@ -48,7 +49,10 @@ def is_cacheable(request: KeyedRequest, mode: str) -> bool:
 def make_key(
     request: KeyedRequest, config: CacheConfig, digest: Callable[[bytes], str] = lambda b: hashlib.sha256(b).hexdigest()
 ) -> CacheKey:
-    messages = [[role, normalize(text, config), *extra] for role, text, *extra in request.messages]
+    def keyed(text: str) -> str:
+        return text if request.verbatim else normalize(text, config)
+
+    messages = [[role, keyed(text), *extra] for role, text, *extra in request.messages]
     options = {"options": request.options} if request.options else {}
     canonical = json.dumps(
         {

@@ -24,6 +24,7 @@ import json
 import logging
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -154,7 +155,7 @@ class LlamaCppEngine:
             raise EngineError("engine is not running")
         completion = "prompt" in prompt.payload  # a text completion, or ours rendered the tools: llama.cpp continues it
         self._prompt_tokens += prompt.num_tokens
-        if not completion:
+        if not completion or params.raw:
             self._resumable.add(request_id)
         written: list[str] = []
         tokens = 0
@@ -170,6 +171,8 @@ class LlamaCppEngine:
                 stream = self._stream(request_id, seen, completion, body, params.tools is not None)
                 try:
                     async for delta in stream:
+                        if completion and params.logprobs == 0 and delta.logprobs:  # asked for 1: none wanted
+                            delta.logprobs = tuple(replace(t, top=()) for t in delta.logprobs)
                         if delta.reasoning or delta.tool_calls:
                             self._resumable.discard(request_id)  # an assistant prefill could not carry these
                         written.append(delta.text)
@@ -229,9 +232,9 @@ class LlamaCppEngine:
     def suspend(self, request_id: str) -> None:
         """The stream is closed (llama.cpp stops the sequence at its next step); the resume sends
         the chat again with the answer so far as the assistant's message, which llama.cpp
-        continues (its prompt cache keeps the prefix where the slot still holds it). Not for a
-        chat whose answer has reasoning or tool calls, nor one on the text completions (tools
-        through our template)."""
+        continues (its prompt cache keeps the prefix where the slot still holds it); a text
+        completion, its prompt's ids and then that text. Not for a chat whose answer has reasoning
+        or tool calls, nor a chat whose tools our template rendered."""
         if request_id not in self._resumable:
             raise EngineError(f"request {request_id!r} cannot be suspended")
         self._suspended.suspend(request_id)
@@ -249,9 +252,12 @@ class LlamaCppEngine:
 
 def _continued(payload: dict[str, Any], written: str) -> dict[str, Any]:
     """The chat with the answer so far as the assistant's last message: llama.cpp's server goes on
-    from it (its assistant prefill)."""
+    from it (its assistant prefill). A text completion's prompt goes on with the text so far
+    (llama.cpp takes token ids and text in one prompt)."""
     if not written:
         return payload
+    if "prompt" in payload:
+        return {**payload, "prompt": [*payload["prompt"], written]}
     return {**payload, "messages": [*payload["messages"], {"role": "assistant", "content": written}]}
 
 
@@ -281,7 +287,9 @@ def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict
         body["reasoning_effort"] = payload["reasoning_effort"]
     if params.logit_bias:
         body["logit_bias"] = [[token, bias] for token, bias in params.logit_bias.items()]
-    if params.logprobs is not None:
+    if params.logprobs is not None and "prompt" in payload:  # the completion endpoint's count (0 gives none)
+        body["logprobs"] = max(1, params.logprobs)
+    elif params.logprobs is not None:
         body.update(logprobs=True, top_logprobs=params.logprobs)
     if params.structured is not None and "prompt" in payload:
         body["json_schema"] = params.structured.schema or {"type": "object"}

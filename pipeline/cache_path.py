@@ -63,6 +63,7 @@ class CachePath:
             reasoning_effort=body.reasoning_effort,
             namespace=namespace,
             options=body.cache_options(),
+            verbatim=body.prompt_text is not None,
         )
         if not is_cacheable(keyed, self.config.mode):
             return CachePlan()

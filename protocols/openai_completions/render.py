@@ -60,7 +60,8 @@ class TextCompletionFormat:
         return {
             "tokens": [t.token for t in tokens],
             "token_logprobs": [max(t.logprob, -9999.0) for t in tokens],
-            "top_logprobs": [{s: max(p, -9999.0) for s, p in t.top} for t in tokens],
+            # the chosen token among them, as vLLM's server gives it (so `logprobs: 0` still shows it)
+            "top_logprobs": [{s: max(p, -9999.0) for s, p in (*t.top, (t.token, t.logprob))} for t in tokens],
             "text_offset": offsets,
         }
 

@@ -159,6 +159,7 @@ def test_cached_apart_from_chat_and_exact_only(tmp_path: Path) -> None:
     """A repeated text completion is a hit; a chat whose message is the same text is not (its
     prompt is the chat template's), and a prompt that differs a little gets no other's answer."""
     cache = ("cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}", "cache.similar.enabled=true")
+    cache += ("cache.normalize=true", "cache.casefold=true")  # chats' keys, never a prompt's
     with live_server(*cache) as live:
         ask = {"prompt": "What is the capital of France?", "max_tokens": 8, "temperature": 0}
         first, again = post(live, ask), post(live, ask)
@@ -172,10 +173,11 @@ def test_cached_apart_from_chat_and_exact_only(tmp_path: Path) -> None:
             },
             timeout=60,
         )
-        near = post(live, {**ask, "prompt": "What is the capital of France ?"})
+        nearly = ("What is the capital of France ?", "what is the  capital of France? ")
+        near = [post(live, {**ask, "prompt": p}).headers["x-cache"] for p in nearly]
     assert (first.headers["x-cache"], again.headers["x-cache"]) == ("MISS", "HIT")
     assert again.json()["choices"][0]["text"] == first.json()["choices"][0]["text"]
-    assert chat.headers["x-cache"] == "MISS" and near.headers["x-cache"] == "MISS"
+    assert chat.headers["x-cache"] == "MISS" and near == ["MISS", "MISS"]
 
 
 def test_langchains_openai_llm_runs_unchanged(live: LiveServer) -> None:
@@ -183,3 +185,27 @@ def test_langchains_openai_llm_runs_unchanged(live: LiveServer) -> None:
     said = llm.invoke("Tell me a joke.")
     assert isinstance(said, str) and said
     assert "".join(llm.stream("Tell me a joke."))
+
+
+def test_batch_mode_is_low_and_answered_whole(live: LiveServer) -> None:
+    batch = httpx.post(
+        live.url + "/v1/completions?mode=batch",
+        json={"model": "sim", "prompt": "x", "max_tokens": 3, "stream": True},
+        headers={"Authorization": "Bearer sk-bob-00001"},
+        timeout=60,
+    )
+    assert batch.headers["x-priority"] == "low" and batch.json()["object"] == "text_completion"
+    odd = httpx.post(
+        live.url + "/v1/completions?mode=later",
+        json={"model": "sim", "prompt": "x"},
+        headers={"Authorization": "Bearer sk-bob-00001"},
+        timeout=60,
+    )
+    assert odd.status_code == 400 and odd.json()["error"]["param"] == "mode"
+
+
+def test_logprobs_zero_shows_the_chosen_token_only(live: LiveServer) -> None:
+    given = client(live).completions.create(model="sim", prompt="Hello", max_tokens=4, logprobs=0).choices[0].logprobs
+    assert given is not None and given.top_logprobs == [
+        {t: lp} for t, lp in zip(given.tokens or (), given.token_logprobs or ())
+    ]

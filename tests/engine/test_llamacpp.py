@@ -299,10 +299,12 @@ def test_a_missing_model_file_fails_the_start_with_its_path():
             pass
 
 
-def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer):
+@pytest.mark.parametrize("text", [False, True], ids=["chat", "text-completion"])
+def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer, text: bool):
     """The stream closes at the suspension; the resume sends the chat with the answer so far as the
-    assistant's message, which llama.cpp continues: greedy, the answer it gives uninterrupted."""
-    plain, pieces = plain_and_resumed(llamacpp, max_tokens=32, cut_at=8)
+    assistant's message (a text completion: its prompt's ids, then that text), which llama.cpp
+    continues: greedy, the answer it gives uninterrupted."""
+    plain, pieces = plain_and_resumed(llamacpp, max_tokens=32, cut_at=8, text=text)
     assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 32
     assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
@@ -335,7 +337,10 @@ def test_a_text_completion_is_the_one_llama_cpps_own_server_gives(llamacpp: Live
     ours = llamacpp.client().completions.create(model=MODEL, **body, extra_headers={"Cache-Control": "no-store"})
     assert ours.choices[0].text == own["choices"][0]["text"] and ours.choices[0].text
     assert ours.usage is not None and ours.usage.prompt_tokens == own["usage"]["prompt_tokens"]
-    scored = llamacpp.client().completions.create(model=MODEL, prompt="One, two,", max_tokens=4, logprobs=2)
-    given = scored.choices[0].logprobs
-    assert given is not None and "".join(given.tokens or ()) == scored.choices[0].text
-    assert all(lp is not None and lp <= 0 for lp in given.token_logprobs or ())
+    for count in (0, 3):
+        scored = llamacpp.client().completions.create(model=MODEL, prompt="One, two,", max_tokens=4, logprobs=count)
+        given = scored.choices[0].logprobs
+        assert given is not None and "".join(given.tokens or ()) == scored.choices[0].text
+        assert all(lp is not None and lp <= 0 for lp in given.token_logprobs or ())
+        tops = [len(top) for top in given.top_logprobs or ()]  # the alternatives asked for, and the chosen token
+        assert tops and all(count <= n <= count + 1 and n >= 1 for n in tops), tops
