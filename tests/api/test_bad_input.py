@@ -346,7 +346,7 @@ def test_valid_body_request_id_wins_over_a_bad_header(server):
     "method, path, status",
     [
         ("GET", "/v1/nope", 404),
-        ("POST", "/v1/completions", 404),
+        ("POST", "/v1/embeddings", 404),
         ("GET", "/", 404),
         ("GET", CHAT, 405),
         ("DELETE", "/v1/models", 405),
