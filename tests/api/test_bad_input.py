@@ -25,7 +25,7 @@ def post(live: LiveServer, body: object, path: str = CHAT, **kwargs) -> httpx.Re
     return httpx.post(
         live.url + path,
         content=json.dumps(body),
-        timeout=30,
+        timeout=kwargs.pop("timeout", 30),
         headers={"Content-Type": "application/json", **kwargs.pop("headers", {})},
         **kwargs,
     )
