@@ -16,7 +16,7 @@ from api.errors import APIError
 from api.relay import complete_response, rendered, stream_response, unless_client_leaves
 from pipeline.chat import ChatCall, PriorityHints
 from protocols.openai_completions.render import TextCompletionFormat, TextCompletionStream
-from protocols.openai_completions.request import CompletionRequest, unknown_fields
+from protocols.openai_completions.request import DEFAULT_MAX_TOKENS, CompletionRequest, unknown_fields
 
 
 async def create_completion(request: Request) -> Response:
@@ -42,9 +42,13 @@ async def create_completion(request: Request) -> Response:
     return await complete_response(request, run, fmt.body)
 
 
-def parse_body(data: dict) -> CompletionRequest:
+def parse_body(data: dict, openai_default: bool = True) -> CompletionRequest:
+    """`openai_default`: `max_tokens` left out is 16, as on OpenAI and vLLM (Ollama's raw generate
+    has its own default, the server's)."""
     if (unknown := unknown_fields(data)) is not None:
         raise APIError(400, unknown[1], param=unknown[0], code="unsupported_parameter")
+    if openai_default and data.get("max_tokens") is None:
+        data = {**data, "max_tokens": DEFAULT_MAX_TOKENS}
     body = validate(data, CompletionRequest)
     if (problem := body.problem()) is not None:
         param, code, message = problem

@@ -110,7 +110,7 @@ def _chat_request(
         fields["cache"] = False
     bound = AnswerBound(options.num_ctx, fields.get("max_tokens"), fill=options.num_predict in (-1, -2))
     try:
-        return (parse_text(fields) if raw else parse_body(fields)), bound
+        return (parse_text(fields, openai_default=False) if raw else parse_body(fields)), bound
     except APIError as exc:
         raise _in_ollamas_names(exc, isinstance(body, GenerateRequest)) from None
 

@@ -155,7 +155,7 @@ class LlamaCppEngine:
             raise EngineError("engine is not running")
         completion = "prompt" in prompt.payload  # a text completion, or ours rendered the tools: llama.cpp continues it
         self._prompt_tokens += prompt.num_tokens
-        if not completion or params.raw:
+        if not completion:
             self._resumable.add(request_id)
         written: list[str] = []
         tokens = 0
@@ -232,9 +232,9 @@ class LlamaCppEngine:
     def suspend(self, request_id: str) -> None:
         """The stream is closed (llama.cpp stops the sequence at its next step); the resume sends
         the chat again with the answer so far as the assistant's message, which llama.cpp
-        continues (its prompt cache keeps the prefix where the slot still holds it); a text
-        completion, its prompt's ids and then that text. Not for a chat whose answer has reasoning
-        or tool calls, nor a chat whose tools our template rendered."""
+        continues (its prompt cache keeps the prefix where the slot still holds it). Not for a
+        chat whose answer has reasoning or tool calls, nor one on the text completions (a text
+        completion, or tools through our template)."""
         if request_id not in self._resumable:
             raise EngineError(f"request {request_id!r} cannot be suspended")
         self._suspended.suspend(request_id)
@@ -252,12 +252,9 @@ class LlamaCppEngine:
 
 def _continued(payload: dict[str, Any], written: str) -> dict[str, Any]:
     """The chat with the answer so far as the assistant's last message: llama.cpp's server goes on
-    from it (its assistant prefill). A text completion's prompt goes on with the text so far
-    (llama.cpp takes token ids and text in one prompt)."""
+    from it (its assistant prefill)."""
     if not written:
         return payload
-    if "prompt" in payload:
-        return {**payload, "prompt": [*payload["prompt"], written]}
     return {**payload, "messages": [*payload["messages"], {"role": "assistant", "content": written}]}
 
 

@@ -36,13 +36,16 @@ _FAR_OVER = 1.25  # running over this many times the limit, past the objective: 
 
 
 def resumable(request: Request) -> bool:
-    """Stop strings too: an engine holds back text that may begin one, and a suspension would drop it."""
+    """Stop strings too: an engine holds back text that may begin one, and a suspension would drop it.
+    Nor a text completion: its tokens must be the model's own, and llama.cpp would take the text so
+    far back as text, tokenized anew (its count of held-back bytes off too)."""
     return (
         request.priority is not PriorityClass.HIGH
         and not request.background
         and request.params.structured is None
         and request.params.tools is None
         and not request.params.stop
+        and not request.params.raw
     )
 
 

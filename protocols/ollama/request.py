@@ -52,6 +52,7 @@ UNSUPPORTED = {
     "steps": "image generation is not supported",
 }
 _WORDING = "unknown field: {name}"
+_CHAT_RAW = "raw is not supported on /api/chat: send a raw prompt to /api/generate"
 
 
 class Options(BaseModel):
@@ -136,8 +137,9 @@ class GenerateRequest(_Common):
 def unknown_request_field(data: dict[str, Any], model: type[BaseModel]) -> tuple[str, str] | None:
     """(param, why) for the first field or option this server does not take. One sent empty (no
     images, `raw: false`, a null option) asks for nothing and is dropped from `data`."""
-    _drop_unset(data, UNSUPPORTED)
-    found = unknown_field(data, model, UNSUPPORTED, _WORDING)
+    unsupported = UNSUPPORTED if model is GenerateRequest else {**UNSUPPORTED, "raw": _CHAT_RAW}
+    _drop_unset(data, unsupported)
+    found = unknown_field(data, model, unsupported, _WORDING)
     if found is not None:
         return found
     messages = data.get("messages")

@@ -59,6 +59,8 @@ def text_fields(body: GenerateRequest, served: str) -> dict[str, Any]:
     for name, given in (("system", body.system), ("format", body.format), ("think", body.think)):
         if given not in (None, "", False):
             raise Untranslatable(name, f"{name} is not supported with raw: true (the prompt is continued as given)")
+    if body.top_logprobs is not None and not body.logprobs:
+        raise Untranslatable("top_logprobs", "top_logprobs needs logprobs: true")
     fields = chat_fields(body, served)
     for chat_only in ("messages", "include_reasoning", "top_logprobs", "logprobs"):
         fields.pop(chat_only, None)

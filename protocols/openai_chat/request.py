@@ -54,20 +54,7 @@ class StreamOptions(BaseModel):
     include_obfuscation: bool | None = None  # no effect: there is no third party on the stream to pad against
 
 
-class VllmSampling(BaseModel):
-    """vLLM's sampling extensions, as its server takes them on chat and text completions."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    top_k: int | None = Field(default=None, ge=-1)
-    min_p: float | None = Field(default=None, ge=0, le=1)
-    repetition_penalty: float | None = Field(default=None, gt=0, le=2)
-    min_tokens: int | None = Field(default=None, ge=0)
-    ignore_eos: bool | None = None
-    stop_token_ids: list[int] | None = None
-
-
-class ChatCompletionRequest(VllmSampling):
+class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
@@ -92,6 +79,14 @@ class ChatCompletionRequest(VllmSampling):
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     logit_bias: dict[str, float] | None = None
+    # vLLM's sampling extensions, as its server takes them (here after the chat's own fields, so a
+    # body with several problems is told about those first)
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=2)
+    min_tokens: int | None = Field(default=None, ge=0)
+    ignore_eos: bool | None = None
+    stop_token_ids: list[int] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     # bookkeeping that cannot change the answer (NO_OPS)
     metadata: dict[str, str] | None = None

@@ -9,13 +9,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.types import ChatMessage, Structured, ToolUse
 from protocols.fields import unknown_field
-from protocols.openai_chat.request import REQUEST_ID_PATTERN, StreamOptions, VllmSampling
+from protocols.openai_chat.request import REQUEST_ID_PATTERN, StreamOptions
 
-DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for this endpoint
+DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for this endpoint (set by its route, not by Ollama's raw)
 
 _NOT_IN_OPTIONS = {"model", "prompt", "max_tokens", "temperature", "top_p", "stop", "seed", "stream"}
 _NOT_IN_OPTIONS |= {
@@ -39,7 +39,7 @@ class PromptTurn:
         return ChatMessage("user", self.text)
 
 
-class CompletionRequest(VllmSampling):
+class CompletionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str
@@ -60,6 +60,13 @@ class CompletionRequest(VllmSampling):
     logit_bias: dict[str, float] | None = None
     seed: int | None = Field(default=None, ge=-(2**63), lt=2**63)
     user: str | None = None  # bookkeeping: cannot change the answer
+    # vLLM's sampling extensions, as its server takes them
+    top_k: int | None = Field(default=None, ge=-1)
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    repetition_penalty: float | None = Field(default=None, gt=0, le=2)
+    min_tokens: int | None = Field(default=None, ge=0)
+    ignore_eos: bool | None = None
+    stop_token_ids: list[int] | None = None
     # ours
     cache: bool | Literal["exact"] | None = None
     priority: str | int | None = None
@@ -91,11 +98,11 @@ class CompletionRequest(VllmSampling):
             return "echo", unsupported, "echo with logprobs is not supported: the engine gives no prompt logprobs"
         if len(self.stop_list) > 4:
             return "stop", invalid, "stop takes at most 4 sequences"
-        if self.min_tokens and self.min_tokens > self.requested_max_tokens:
+        if self.min_tokens and self.max_tokens is not None and self.min_tokens > self.max_tokens:
             return (
                 "min_tokens",
                 invalid,
-                f"min_tokens ({self.min_tokens}) is more than max_tokens ({self.requested_max_tokens})",
+                f"min_tokens ({self.min_tokens}) is more than max_tokens ({self.max_tokens})",
             )
         return None
 
@@ -108,8 +115,8 @@ class CompletionRequest(VllmSampling):
         return (PromptTurn(self.prompt_text),)
 
     @property
-    def requested_max_tokens(self) -> int:
-        return DEFAULT_MAX_TOKENS if self.max_tokens is None else self.max_tokens
+    def requested_max_tokens(self) -> int | None:
+        return self.max_tokens
 
     @property
     def max_tokens_param(self) -> str:

@@ -349,7 +349,27 @@ def test_raw_generate_continues_the_prompt_as_given(live: LiveServer) -> None:
         api.generate(model="sim", prompt=prompt, raw=True, stream=True, options={"num_predict": 6, "seed": 3})
     )
     assert "".join(p.response for p in streamed) == raw.response and streamed[-1].done
-    for name, value in (("system", "Be brief."), ("format", "json"), ("think", "low")):
+    for name, value in (("system", "Be brief."), ("format", "json"), ("think", "low"), ("top_logprobs", 2)):
         with pytest.raises(ollama.ResponseError) as refused:
             api.generate(model="sim", prompt=prompt, raw=True, **{name: value})
-        assert refused.value.status_code == 400 and refused.value.error.startswith(f"{name} is not supported with raw")
+        assert refused.value.status_code == 400 and refused.value.error.startswith(name), refused.value.error
+
+
+def test_a_raw_answer_is_cached_by_the_length_it_was_given(tmp_path: Path) -> None:
+    """Left out, `num_predict` is the server's default, not `/v1/completions`' 16."""
+    cache = ("cache.enabled=true", f"cache.path={tmp_path / 'cache.sqlite3'}", "server.default_max_tokens=40")
+    with live_server(*cache, "engine.sim.natural_stop=false") as live:
+
+        def ask(options: dict) -> httpx.Response:
+            body = {"model": "sim", "prompt": "Hello there", "raw": True, "stream": False, "options": options}
+            return httpx.post(live.url + "/api/generate", json=body, timeout=60)
+
+        unset, sixteen = ask({"temperature": 0}), ask({"temperature": 0, "num_predict": 16})
+        plain = httpx.post(
+            live.url + "/api/chat",
+            json={"model": "sim", "messages": user("x"), "raw": False, "stream": False, "options": {"num_predict": 2}},
+            timeout=60,
+        )
+    assert (unset.headers["x-cache"], unset.json()["eval_count"]) == ("MISS", 40)
+    assert (sixteen.headers["x-cache"], sixteen.json()["eval_count"]) == ("MISS", 16)
+    assert plain.status_code == 200  # `raw: false` on a chat asks for nothing, as on Ollama

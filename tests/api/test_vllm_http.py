@@ -193,11 +193,10 @@ def test_queue_status_reports_the_engine(vllm_server):
     assert [m.id for m in models.data] == ["smollm2-135m-instruct"]
 
 
-@pytest.mark.parametrize("text", [False, True], ids=["chat", "text-completion"])
-def test_a_suspended_sequence_resumes_where_it_stopped(vllm_server, text):
+def test_a_suspended_sequence_resumes_where_it_stopped(vllm_server):
     """vLLM's request is aborted at the suspension and a new one, prompted with the answer so far,
     goes on after the resume: greedy, the answer is the one it gets uninterrupted."""
-    plain, pieces = plain_and_resumed(vllm_server, max_tokens=24, cut_at=6, text=text)
+    plain, pieces = plain_and_resumed(vllm_server, max_tokens=24, cut_at=6)
     assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 24
     assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]  # no abort reached the stream
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)

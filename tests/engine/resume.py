@@ -9,20 +9,14 @@ from core.types import ChatMessage, Delta, GenParams
 from tests.conftest import LiveServer
 
 
-def plain_and_resumed(
-    live: LiveServer, max_tokens: int, cut_at: int, text: bool = False
-) -> tuple[list[Delta], list[Delta]]:
-    """`text`: a text completion's prompt (no chat template) rather than a chat."""
+def plain_and_resumed(live: LiveServer, max_tokens: int, cut_at: int) -> tuple[list[Delta], list[Delta]]:
     engine = live.services.engine
     timer = live.services.scheduler._timer
     assert timer is not None
 
     async def both() -> tuple[list[Delta], list[Delta]]:
-        ask = "Count from one to fifty, in words."
-        prompt = await (
-            engine.prepare_text(ask + "\nOne, two,") if text else engine.prepare([ChatMessage("user", ask)])
-        )
-        params = GenParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True, raw=text)
+        prompt = await engine.prepare([ChatMessage("user", "Count from one to fifty, in words.")])
+        params = GenParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
         plain = [d async for d in engine.generate("resume-plain", prompt, params)]
         pieces: list[Delta] = []
         async for delta in engine.generate("resume-cut", prompt, params):

@@ -299,12 +299,10 @@ def test_a_missing_model_file_fails_the_start_with_its_path():
             pass
 
 
-@pytest.mark.parametrize("text", [False, True], ids=["chat", "text-completion"])
-def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer, text: bool):
+def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer):
     """The stream closes at the suspension; the resume sends the chat with the answer so far as the
-    assistant's message (a text completion: its prompt's ids, then that text), which llama.cpp
-    continues: greedy, the answer it gives uninterrupted."""
-    plain, pieces = plain_and_resumed(llamacpp, max_tokens=32, cut_at=8, text=text)
+    assistant's message, which llama.cpp continues: greedy, the answer it gives uninterrupted."""
+    plain, pieces = plain_and_resumed(llamacpp, max_tokens=32, cut_at=8)
     assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 32
     assert [d.finish_reason for d in pieces if d.finish_reason] == ["length"]
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)

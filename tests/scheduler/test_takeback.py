@@ -135,6 +135,21 @@ async def test_a_request_cancelled_while_its_slot_is_lent_to_high_leaves_nothing
     await stop(sched)
 
 
+async def test_a_text_completion_keeps_its_slot():
+    """Its tokens must be the model's own: a high waits for a slot rather than suspend it."""
+    sched = await started(slots=1)
+    text = seeded(P.LOW, 1)
+    text.params.raw = True
+    low = sched.submit(text)
+    await asyncio.sleep(0.05)
+    high = sched.submit(seeded(P.HIGH, 2, max_tokens=5))
+    assert high.request.state.value == "queued" and low.request.state.value == "running"
+    assert sched.state.taken_back == 0
+    await answer(low)
+    await answer(high)
+    await stop(sched)
+
+
 async def test_without_take_back_a_high_waits_for_a_slot_to_end():
     sched = await started(slots=1, take_back=False)
     low = sched.submit(seeded(P.LOW, 1))
