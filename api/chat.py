@@ -12,6 +12,7 @@ from api.body import read_object, validate
 from api.deps import services_of
 from api.errors import APIError
 from api.relay import chat_stream, complete_response, stream_response, unless_client_leaves
+from pipeline.caller import Caller
 from pipeline.chat import ChatCall, PriorityHints
 from protocols.openai_chat.render import CompletionFormat
 from protocols.openai_chat.request import (
@@ -21,21 +22,14 @@ from protocols.openai_chat.request import (
     unknown_fields,
 )
 from protocols.openai_chat.tools import ToolParamError, check_tools
+from protocols.openai_completions.request import CompletionRequest
 
 
 async def create_chat_completion(request: Request) -> Response:
     services = services_of(request)
     caller = identify(request)
     body = parse_body(await read_object(request))
-    batch = batch_mode(request)
-    call = ChatCall(
-        caller=caller,
-        params=body,
-        hints=PriorityHints(request.headers.get("x-priority"), batch),
-        request_id=body.request_id or header_request_id(request),
-        cache_control=request.headers.get("cache-control", ""),
-        streamed=body.stream and not batch,
-    )
+    call = http_call(request, caller, body)
     run = await unless_client_leaves(request, services.pipeline.start(call))
     if run is None:
         return Response(status_code=499)
@@ -43,6 +37,20 @@ async def create_chat_completion(request: Request) -> Response:
     if call.streamed:
         return await stream_response(run, chat_stream(fmt, body.include_usage))
     return await complete_response(request, run, fmt.body)
+
+
+def http_call(request: Request, caller: Caller, body: ChatCompletionRequest | CompletionRequest) -> ChatCall:
+    """An OpenAI-wire call: the class from `X-Priority` (`?mode=batch`: low, answered whole), the
+    request id from the body or `X-Request-ID`, the cache's directives from `Cache-Control`."""
+    batch = batch_mode(request)
+    return ChatCall(
+        caller=caller,
+        params=body,
+        hints=PriorityHints(request.headers.get("x-priority"), batch),
+        request_id=body.request_id or header_request_id(request),
+        cache_control=request.headers.get("cache-control", ""),
+        streamed=body.stream and not batch,
+    )
 
 
 def parse_body(data: dict) -> ChatCompletionRequest:

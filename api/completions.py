@@ -10,11 +10,10 @@ from fastapi.responses import Response
 
 from api.auth import identify
 from api.body import read_object, validate
-from api.chat import batch_mode, header_request_id
+from api.chat import http_call
 from api.deps import services_of
 from api.errors import APIError
 from api.relay import complete_response, rendered, stream_response, unless_client_leaves
-from pipeline.chat import ChatCall, PriorityHints
 from protocols.openai_completions.render import TextCompletionFormat, TextCompletionStream
 from protocols.openai_completions.request import DEFAULT_MAX_TOKENS, CompletionRequest, unknown_fields
 
@@ -23,15 +22,7 @@ async def create_completion(request: Request) -> Response:
     services = services_of(request)
     caller = identify(request)
     body = parse_body(await read_object(request))
-    batch = batch_mode(request)
-    call = ChatCall(
-        caller=caller,
-        params=body,
-        hints=PriorityHints(request.headers.get("x-priority"), batch),
-        request_id=body.request_id or header_request_id(request),
-        cache_control=request.headers.get("cache-control", ""),
-        streamed=body.stream and not batch,
-    )
+    call = http_call(request, caller, body)
     run = await unless_client_leaves(request, services.pipeline.start(call))
     if run is None:
         return Response(status_code=499)
