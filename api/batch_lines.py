@@ -1,6 +1,6 @@
 """How one batch line is answered: through the same parse and pipeline as its endpoint
-(`POST /v1/chat/completions`, `POST /v1/responses` or `POST /v1/completions`), as its owner, as background work; and how a
-line is checked before its batch runs, as that endpoint checks a body."""
+(`POST /v1/chat/completions`, `POST /v1/responses` or `POST /v1/completions`), as its owner, as
+background work; and how a line is checked before its batch runs, as that endpoint checks a body."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """POST /tokenize, as vLLM's server answers it (its chat form, `messages`, and its completion form,
 `prompt`): a gateway in front of this server (or of vLLM) counts prompt tokens with the model's
-own tokenizer, for the context check and admission. Behind
-the same keys, counted against `rpm` as token counts (pipeline/rate_limit.py)."""
+own tokenizer, for the context check and admission. Behind the same keys, counted against `rpm`
+as token counts (pipeline/rate_limit.py)."""
 
 from __future__ import annotations
 
