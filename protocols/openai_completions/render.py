@@ -28,7 +28,7 @@ class TextCompletionFormat:
 
     def body(self, finished: Finished) -> dict:
         choice = self._choice(self.echo + finished.text, finished.finish_reason, finished.logprobs)
-        return {**self._head("text_completion"), "choices": [choice], "usage": usage(finished.usage)}
+        return {**self._head(), "choices": [choice], "usage": usage(finished.usage)}
 
     def chunk(
         self,
@@ -37,14 +37,14 @@ class TextCompletionFormat:
         tokens: tuple[TokenLogprob, ...] | None = None,
         with_usage_field: bool = False,
     ) -> str:
-        body = {**self._head("text_completion"), "choices": [self._choice(text, finish_reason, tokens)]}
+        body = {**self._head(), "choices": [self._choice(text, finish_reason, tokens)]}
         return sse({**body, "usage": None} if with_usage_field else body)
 
     def usage_chunk(self, counts: Usage) -> str:
-        return sse({**self._head("text_completion"), "choices": [], "usage": usage(counts)})
+        return sse({**self._head(), "choices": [], "usage": usage(counts)})
 
-    def _head(self, kind: str) -> dict:
-        return {"id": self.request_id, "object": kind, "created": self.created, "model": self.model}
+    def _head(self) -> dict:
+        return {"id": self.request_id, "object": "text_completion", "created": self.created, "model": self.model}
 
     def _choice(self, text: str, finish_reason: str | None, tokens: tuple[TokenLogprob, ...] | None) -> dict:
         return {"index": 0, "text": text, "logprobs": self._logprobs(tokens), "finish_reason": finish_reason}

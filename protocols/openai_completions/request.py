@@ -17,16 +17,10 @@ from protocols.openai_chat.request import REQUEST_ID_PATTERN, StreamOptions
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's and vLLM's default for this endpoint (set by its route, not by Ollama's raw)
 
-_NOT_IN_OPTIONS = {"model", "prompt", "max_tokens", "temperature", "top_p", "stop", "seed", "stream"}
-_NOT_IN_OPTIONS |= {
-    "stream_options",
-    "cache",
-    "priority",
-    "request_id",
-    "user",
-    "echo",
-    "logprobs",
-}  # see cache_options
+# in the cache key on their own, or unable to change the answer (`echo` is added when rendering;
+# `logprobs` bypasses the cache)
+_NOT_IN_OPTIONS = {"model", "prompt", "max_tokens", "temperature", "top_p", "stop", "seed", "stream", "stream_options"}
+_NOT_IN_OPTIONS |= {"cache", "priority", "request_id", "user", "echo", "logprobs"}
 
 
 @dataclass(slots=True, frozen=True)
