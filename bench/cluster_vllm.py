@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 from bench.calibration import Level, level_of  # noqa: E402
 from bench.clients import StreamResult, stream_chat  # noqa: E402
-from bench.common import MODEL_NAME, git_head, note, stop_on_sigterm, timed_sleep  # noqa: E402
-from bench.load import ensure_model, start  # noqa: E402
+from bench.common import MODEL_NAME, ensure_model, git_head, note, stop_on_sigterm, timed_sleep  # noqa: E402
+from bench.load import start  # noqa: E402
 from bench.load_requests import CLIENT_TIMEOUT_S, new_client, request_for  # noqa: E402
 from bench.open_loop import metric_sum  # noqa: E402
 from bench.report import Table, check_row, ms, num, write_section  # noqa: E402

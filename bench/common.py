@@ -16,6 +16,7 @@ module (every bench module does) then drops bench/ from sys.path altogether.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -202,3 +203,14 @@ class Stats:
         if not s:
             return cls(0, float("nan"), float("nan"), float("nan"), float("nan"))
         return cls(len(s), percentile(s, 50), percentile(s, 99), sum(s) / len(s), s[-1])
+
+
+def ensure_model() -> None:
+    """vLLM's own server needs the converted model folder, which our app creates only on its first
+    start: on a fresh machine it would fail to start beside ours."""
+    if not (ROOT / MODEL_DIR / ".converted").exists():
+        note("converting the bundled model once (about 25 s) ...")
+        os.environ.update(OFFLINE_ENV)
+        from engine.model_files import resolve_model
+
+        resolve_model(f"bundled:{MODEL_NAME}", ROOT / "models")

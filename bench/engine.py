@@ -71,6 +71,7 @@ from bench.common import (  # noqa: E402
     OFFLINE_ENV,
     PROMPTS,
     Stats,
+    ensure_model,
     git_head,
     note,
     stop_on_sigterm,
@@ -357,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if load_before > 0.5:
         note(f"warning: load average is {load_before:.2f} before starting; other work will distort the numbers")
+    if args.engine == "vllm":
+        ensure_model()
     servers = make_servers(args.engine, args.ours_set)
     try:
         start_all(servers)

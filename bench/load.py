@@ -51,8 +51,8 @@ from bench.common import (  # noqa: E402
     MODEL_DIR,
     MODEL_NAME,
     OFFLINE_ENV,
-    ROOT,
     Progress,
+    ensure_model,
     git_head,
     note,
     stop_on_sigterm,
@@ -173,16 +173,6 @@ async def warm_up(server: ServerProcess) -> None:
     failed = [r.error for r in results if r.error]
     if failed:
         raise RuntimeError(f"{server.name} warm-up failed: {failed[0]}")
-
-
-def ensure_model() -> None:
-    """vLLM's server needs the converted model folder, which our app creates on its first start."""
-    if not (ROOT / MODEL_DIR / ".converted").exists():
-        note("converting the bundled model once (about 25 s) ...")
-        os.environ.update(OFFLINE_ENV)
-        from engine.model_files import resolve_model
-
-        resolve_model(f"bundled:{MODEL_NAME}", ROOT / "models")
 
 
 # ----------------------------------------------------------------------------- open loop
