@@ -291,15 +291,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration], list[Run]]:
+def measure(args: argparse.Namespace, kv_bytes: int, calibrations: list[Calibration], runs: list[Run]) -> None:
     """Every server started once (an idle one holds memory, not CPUs), then level by level each
     server in turn, the order rotated from one level to the next, each run offered its multiple of
     the C_slo calibrated on vLLM FCFS just before it. This machine's speed drifts by up to 4x over
     minutes (C_slo 1.09-4.29 req/s within one run): one calibration per level made 1.5x an
     underload for a server run three minutes after it, and 0.7x an overload. A server that died
-    during a level is restarted for the next one; the death is recorded."""
-    calibrations: list[Calibration] = []
-    runs: list[Run] = []
+    during a level is restarted for the next one; the death is recorded. Appends to `calibrations`
+    and `runs` as it goes, so an interrupted run still reports the levels it finished."""
     names = list(args.servers)
     baseline = BASELINE[args.engine]
     if (args.capacity is None or args.high_alone) and baseline not in names:  # calibration, high alone
@@ -332,7 +331,6 @@ def measure(args: argparse.Namespace, kv_bytes: int) -> tuple[list[Calibration],
     finally:
         for server in servers.values():
             server.stop()
-    return calibrations, runs
 
 
 def alone_run(server: ServerProcess, load: float, capacity: float, args: argparse.Namespace) -> Run:
@@ -396,19 +394,23 @@ def main(argv: list[str] | None = None) -> int:
     if available_gib() < needed:
         note(f"error: {available_gib():.1f} GiB of memory available; the servers need about {needed:g} GiB")
         return 1
+    calibrations: list[Calibration] = []
+    runs: list[Run] = []
+    code = 0
     try:
         if args.engine == "vllm":
             ensure_model()
-        calibrations, runs = measure(args, kv_bytes)
+        measure(args, kv_bytes, calibrations, runs)
     except KeyboardInterrupt:
-        note("interrupted; servers stopped")
-        return 130
+        note(f"interrupted; servers stopped; reporting the {len(runs)} runs finished")
+        code = 130
     except RuntimeError as exc:
         note(f"error: {exc}")
         return 1
     meta["run_s"] = round(time.monotonic() - started, 1)
-    load_report.report(meta, calibrations, runs, args)
-    return 0
+    if runs:
+        load_report.report(meta, calibrations, runs, args)
+    return code
 
 
 if __name__ == "__main__":
