@@ -18,8 +18,8 @@ class AdmissionController:
     from low and medium requests only while a high request waits (`high_waiting`); with none
     waiting it is lent to them. High requests count only their own class against the limit, or
     against `high_slots` where their own traffic needs more (never past `high_cap`, where the
-    fitted TPOT line reaches the set point: past it every high misses), so an arriving high takes a
-    lent slot back at once by running over the limit, and the lower classes wait until the total is
+    fitted TPOT line reaches the objective, or the set point on llama.cpp: past it highs miss), so
+    an arriving high takes a lent slot back at once by running over the limit, and the lower classes wait until the total is
     back under it (the overshoot lasts one lower request's lifetime at most). Only the engine's own
     slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of
     them. While a high request waits for its first token no lower one starts: a prompt
@@ -60,7 +60,7 @@ class AdmissionController:
         self.paused = False
         self.high_slots = 0
         self.high_busy = 0.0  # slots high traffic keeps busy on average
-        self.high_cap: int | None = None  # where the fitted TPOT line reaches the set point (None: no line yet)
+        self.high_cap: int | None = None  # where highs' TPOT reaches what they may take (None: no line yet)
         self._running: dict[RequestKey, int] = {}
         self._high: set[RequestKey] = set()
         self._high_prefilling: set[RequestKey] = set()
@@ -123,7 +123,7 @@ class AdmissionController:
     def high_needs_room(self, high: Request) -> bool:
         """Whether `high` waits only for a slot or memory that lower work holds: high is under its
         own share, but the engine's slots are full or its tokens would not fit; or high is at its
-        share (where the TPOT line reaches the set point) with lower requests running beside it,
+        share (`high_cap`) with lower requests running beside it,
         so it takes one's place and the batch keeps its size. At 5x capacity on llama.cpp, highs
         at their share of 3 were refused at the door while 2 lows accepted earlier decoded beside
         them."""

@@ -127,11 +127,19 @@ class Controller:
         self.dispatcher.dispatch()
 
     def _caps_from_line(self) -> tuple[float, float] | None:
-        """The caps the fitted TPOT line sets (a burst's, the highs'); returns the line."""
+        """The caps the fitted TPOT line sets (a burst's, the highs'); returns the line. Highs' at the
+        objective where prompts prefill in a batch (vLLM), not the set point under it: a high held
+        past its promise is refused at the door, certainly late, where one more running decodes
+        within the objective. At 3x capacity on vLLM's CPU build (AVX-512) high TTFT p99 was 1.0-1.5 s
+        capped at the set point (three runs), 0.47-0.65 s at the objective (two). Not on llama.cpp,
+        whose prompts stall every decode one after another in gaps the line leaves out: there highs
+        decoded at 0.11 s at 5x capacity, 0.06 s capped at the set point (docs/BENCHMARKS.md,
+        twenty-first session)."""
         s = self.state
         fit = s.tpot_line.fit()
         s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
-        s.admission.high_cap = reaching(fit, s.limit.target_s)
+        high_tpot_s = max(s.limit.target_s, s.limit.objective_s) if s.admission.batched_prefill else s.limit.target_s
+        s.admission.high_cap = reaching(fit, high_tpot_s)
         return fit
 
     def set_upper(self) -> None:

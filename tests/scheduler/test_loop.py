@@ -273,6 +273,30 @@ async def test_highs_start_past_a_fallen_limit_while_their_own_traffic_needs_the
     await stop(sched)
 
 
+@pytest.mark.parametrize(("batched_prefill", "started_highs"), [(True, 24), (False, 20)])
+async def test_highs_their_traffic_needs_run_up_to_where_the_tpot_line_reaches_the_objective(
+    batched_prefill, started_highs
+):
+    """Not to the set point under it: a high held in the queue past its promise is refused at the
+    door, certainly late, where one more running decodes within the objective. To the set point
+    where prompts prefill one after another (llama.cpp): their stalls are not on the line."""
+    clock = FakeClock()
+    sched = await started(slots=40, clock=clock)
+    sched.admission.batched_prefill = batched_prefill
+    for n in range(1, 17):  # 30 ms alone, 2.9 ms a sequence more: the set point (0.09 s) at 20, the objective at 24
+        sched.state.tpot_line.add(n, 0.03 + 0.0029 * n)
+    for ticket in [sched.submit(make_request(P.HIGH, max_tokens=40)) for _ in range(2)]:
+        await events_until_done(ticket)
+    for _ in range(60):
+        sched.state.arrivals.record(P.HIGH, clock())
+    sched.adjust_limit()
+    sched.admission.max_concurrency = 4  # the running limit fell
+    assert sched.state.limit.target_s == pytest.approx(0.09) and sched.admission.high_slots > 24
+    highs = [sched.submit(make_request(P.HIGH, max_tokens=2000)) for _ in range(25)]
+    assert [t.request.state.value for t in highs] == ["running"] * started_highs + ["queued"] * (25 - started_highs)
+    await stop(sched)
+
+
 @pytest.mark.parametrize(("high_ago_s", "prefilling"), [(120.0, 1), (HIGH_PRESENT_S + 1, 3)])
 async def test_lower_prompts_prefill_one_at_a_time_for_minutes_after_a_high(high_ago_s, prefilling):
     """People pause between turns, and a benchmark's servers take turns: at a step to 3x capacity on

@@ -81,7 +81,7 @@ def test_high_may_hold_the_slots_its_own_traffic_keeps_busy_above_a_fallen_limit
     assert not adm.fits(make_request(P.HIGH)) and not adm.has_any_slot()
     adm.high_slots = 20
     assert adm.slots_for(P.HIGH) == 8 and adm.slots_for(P.LOW) == 3  # the engine's slots bound it; low keeps the limit
-    adm.high_cap = 6  # the TPOT line reaches the set point at 6: past it every high would miss
+    adm.high_cap = 6  # the TPOT line reaches the objective at 6: past it every high would miss
     assert adm.slots_for(P.HIGH) == 6
     adm.high_cap = 1
     assert adm.slots_for(P.HIGH) == 3  # never under the running limit itself
