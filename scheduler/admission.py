@@ -19,8 +19,9 @@ class AdmissionController:
     waiting it is lent to them. High requests count only their own class against the limit, or
     against `high_slots` where their own traffic needs more (never past `high_cap`, where the
     fitted TPOT line reaches the objective, or the set point on llama.cpp: past it highs miss), so
-    an arriving high takes a lent slot back at once by running over the limit, and the lower classes wait until the total is
-    back under it (the overshoot lasts one lower request's lifetime at most). Only the engine's own
+    an arriving high takes a lent slot back at once by running over the limit, and the lower
+    classes wait until the total is back under it (the overshoot lasts one lower request's
+    lifetime at most). Only the engine's own
     slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of
     them. While a high request waits for its first token no lower one starts: a prompt
     prefilled in the same engine step would delay it. For the same reason at most
@@ -123,8 +124,8 @@ class AdmissionController:
     def high_needs_room(self, high: Request) -> bool:
         """Whether `high` waits only for a slot or memory that lower work holds: high is under its
         own share, but the engine's slots are full or its tokens would not fit; or high is at its
-        share (`high_cap`) with lower requests running beside it,
-        so it takes one's place and the batch keeps its size. At 5x capacity on llama.cpp, highs
+        share (`high_cap`) with lower requests running beside it, so it takes one's place and the
+        batch keeps its size. At 5x capacity on llama.cpp, highs
         at their share of 3 were refused at the door while 2 lows accepted earlier decoded beside
         them."""
         if self.paused:
