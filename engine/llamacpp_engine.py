@@ -266,6 +266,7 @@ def request_body(model: str, payload: dict[str, Any], params: GenParams) -> dict
         **text,
         "stream": True,
         "stream_options": {"include_usage": True},
+        "timings_per_token": True,  # each chunk's running token count (engine/openai_wire.py)
         "max_tokens": params.max_tokens,
         "presence_penalty": params.presence_penalty,
         "frequency_penalty": params.frequency_penalty,

@@ -102,7 +102,10 @@ def _ranked(top: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
 
 class ChunkReader:
     """A stream of chat.completion.chunk (or text_completion) objects as deltas: one token per
-    content chunk (vLLM and llama.cpp send one per step), corrected by the usage chunk at the end.
+    content chunk (vLLM and llama.cpp send one per step), corrected by the usage chunk at the end;
+    or as many as the chunk's running count says where it has one (llama.cpp's `timings_per_token`:
+    it holds back a character's first bytes, so a Japanese answer came two tokens a chunk, and a
+    chat suspended mid-answer resumed with half its tokens uncounted, past its `max_tokens`).
     The stop string that ended it is vLLM's `stop_reason` or SGLang's `matched_stop` where a
     string; llama.cpp's OpenAI endpoints do not name it (and drop it from the text)."""
 
@@ -114,6 +117,7 @@ class ChunkReader:
 
     def feed(self, chunk: dict[str, Any]) -> list[Delta]:
         out = []
+        made = (chunk.get("timings") or {}).get("predicted_n")
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             text = delta.get("content") or choice.get("text") or ""
@@ -122,13 +126,14 @@ class ChunkReader:
             self.finish = choice.get("finish_reason") or self.finish
             self.stop = matched_stop(choice) or self.stop
             if text or reasoning or calls:
-                self.counted += 1
+                tokens = max(1, made - self.counted) if isinstance(made, int) else 1
+                self.counted += tokens
                 out.append(
                     Delta(
                         text,
-                        1,
+                        tokens,
                         reasoning=reasoning,
-                        reasoning_tokens=int(bool(reasoning) and not text),
+                        reasoning_tokens=tokens if reasoning and not text else 0,
                         tool_calls=calls,
                         logprobs=logprobs_of(choice.get("logprobs")),
                     )

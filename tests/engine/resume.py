@@ -8,14 +8,18 @@ import asyncio
 from core.types import ChatMessage, Delta, GenParams
 from tests.conftest import LiveServer
 
+COUNT = "Count from one to fifty, in words."
 
-def plain_and_resumed(live: LiveServer, max_tokens: int, cut_at: int) -> tuple[list[Delta], list[Delta]]:
+
+def plain_and_resumed(
+    live: LiveServer, max_tokens: int, cut_at: int, ask: str = COUNT
+) -> tuple[list[Delta], list[Delta]]:
     engine = live.services.engine
     timer = live.services.scheduler._timer
     assert timer is not None
 
     async def both() -> tuple[list[Delta], list[Delta]]:
-        prompt = await engine.prepare([ChatMessage("user", "Count from one to fifty, in words.")])
+        prompt = await engine.prepare([ChatMessage("user", ask)])
         params = GenParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
         plain = [d async for d in engine.generate("resume-plain", prompt, params)]
         pieces: list[Delta] = []

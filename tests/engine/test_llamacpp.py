@@ -308,6 +308,17 @@ def test_a_suspended_chat_goes_on_from_its_answer_so_far(llamacpp: LiveServer):
     assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
 
 
+def test_a_chat_suspended_in_japanese_resumes_with_what_is_left_of_its_max_tokens(llamacpp: LiveServer):
+    """llama.cpp holds back a character's first bytes, so a chunk of Japanese carries two tokens;
+    counted one a chunk, the resume asked for more than was left and the answer ran past
+    `max_tokens`."""
+    ask = "Translate to Japanese: Good morning, how are you today? I like sushi and tea."
+    plain, pieces = plain_and_resumed(llamacpp, max_tokens=32, cut_at=6, ask=ask)
+    assert max(d.num_tokens for d in plain[:6]) == 2  # the case at hand: chunks of two tokens before the cut
+    assert sum(d.num_tokens for d in pieces) == sum(d.num_tokens for d in plain) == 32
+    assert "".join(d.text for d in pieces) == "".join(d.text for d in plain)
+
+
 def test_ollamas_api_runs_on_the_real_model(llamacpp: LiveServer):
     """The `ollama` client streams from llama.cpp through our queue; the prompt is counted as the
     chat API counts the same messages."""
