@@ -18,8 +18,8 @@ class AdmissionController:
     from low and medium requests only while a high request waits (`high_waiting`); with none
     waiting it is lent to them. High requests count only their own class against the limit, or
     against `high_slots` where their own traffic needs more (never past `high_cap`, where the
-    fitted TPOT line reaches the objective, or the set point on llama.cpp: past it highs miss), so
-    an arriving high takes a lent slot back at once by running over the limit, and the lower
+    fitted TPOT line reaches the objective, the set point on llama.cpp, or on vLLM 1.5 times the
+    objective for a burst while their mean load is served on time), so an arriving high takes a lent slot back at once by running over the limit, and the lower
     classes wait until the total is back under it (the overshoot lasts one lower request's
     lifetime at most). Only the engine's own
     slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of

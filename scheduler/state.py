@@ -45,6 +45,7 @@ class SchedulerState:
     tpot_line: TpotLine
     background: BackgroundShare
     demand: Demand
+    high_load: Demand  # the same, of high requests alone: a burst of them runs at once (scheduler/controller.py)
     drain: DrainEstimator = field(default_factory=DrainEstimator)
     arrivals: ArrivalRates = field(default_factory=ArrivalRates)
     high_demand: HighDemand = field(default_factory=HighDemand)
@@ -82,6 +83,7 @@ class SchedulerState:
             share,
             line,
             BackgroundShare(config.background.slowdown, config.background.quiet_s, line),
+            Demand(config.limit.demand_window_s),
             Demand(config.limit.demand_window_s),
         )
 

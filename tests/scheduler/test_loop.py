@@ -297,6 +297,29 @@ async def test_highs_their_traffic_needs_run_up_to_where_the_tpot_line_reaches_t
     await stop(sched)
 
 
+@pytest.mark.parametrize(("highs_in_system", "started_highs"), [(12, 41), (30, 24)])
+async def test_a_burst_of_highs_runs_at_once_while_their_mean_load_is_served_on_time(highs_in_system, started_highs):
+    """As the engine alone would run it: a request's TPOT is its whole answer's, and a burst passes
+    within it. Not while the highs' own load, averaged, is past what the line runs at the objective."""
+    clock = FakeClock()
+    sched = await started(slots=48, clock=clock)
+    for n in range(1, 17):  # 30 ms alone, 2.9 ms a sequence more: the objective at 24, 1.5 times it at 41
+        sched.state.tpot_line.add(n, 0.03 + 0.0029 * n)
+    for ticket in [sched.submit(make_request(P.HIGH, max_tokens=40)) for _ in range(2)]:
+        await events_until_done(ticket)
+    for _ in range(2):  # a minute at that load
+        sched.state.high_load.sample(clock(), highs_in_system)
+        clock.advance(60)
+    for _ in range(90):
+        sched.state.arrivals.record(P.HIGH, clock())
+    sched.adjust_limit()
+    sched.admission.max_concurrency = 4  # the running limit fell
+    assert sched.admission.high_slots > 41
+    highs = [sched.submit(make_request(P.HIGH, max_tokens=2000)) for _ in range(42)]
+    assert [t.request.state.value for t in highs] == ["running"] * started_highs + ["queued"] * (42 - started_highs)
+    await stop(sched)
+
+
 @pytest.mark.parametrize(("high_ago_s", "prefilling"), [(120.0, 1), (HIGH_PRESENT_S + 1, 3)])
 async def test_lower_prompts_prefill_one_at_a_time_for_minutes_after_a_high(high_ago_s, prefilling):
     """People pause between turns, and a benchmark's servers take turns: at a step to 3x capacity on
