@@ -131,16 +131,11 @@ class Controller:
         """The caps the fitted TPOT line sets (a burst's, the highs'); returns the line. Highs' at the
         objective where prompts prefill in a batch (vLLM), not the set point under it: a high held
         past its promise is refused at the door, certainly late, where one more running decodes
-        within the objective. At 3x capacity on vLLM's CPU build (AVX-512) high TTFT p99 was 1.0-1.5 s
-        capped at the set point (three runs), 0.47-0.65 s at the objective (two). Not on llama.cpp,
-        whose prompts stall every decode one after another in gaps the line leaves out: there highs
-        decoded at 0.11 s at 5x capacity, 0.06 s capped at the set point (docs/BENCHMARKS.md,
-        twenty-first session). And while the highs' own load, averaged (`high_load`), is one the line
-        serves within the objective, a burst of them runs at once up to 1.5 times it, as the engine
-        alone would: an answer's TPOT is its whole life's, which a burst passes within. At 5x on
-        vLLM's CPU build highs were then on time at 0.71-0.86 C_slo (0.48-0.71 capped, three runs
-        of each), none refused, and their TTFT p99 0.5-0.8 s against 1.3-1.6; at 3x the lows gave up
-        0.1-0.2 C_slo (twenty-second session)."""
+        within the objective. Not on llama.cpp, whose prompts stall every decode one after another
+        in gaps the line leaves out. And on vLLM, while the highs' own load averaged (`high_load`)
+        is one the line serves within the objective, a burst of them runs at once up to 1.5 times
+        it, as on the engine alone: an answer's TPOT is its whole life's, which a burst passes
+        within (docs/BENCHMARKS.md, twenty-first and twenty-second sessions)."""
         s = self.state
         fit = s.tpot_line.fit()
         s.admission.burst_cap = s.demand.burst_cap(fit, s.limit.target_s)
