@@ -19,10 +19,10 @@ class AdmissionController:
     waiting it is lent to them. High requests count only their own class against the limit, or
     against `high_slots` where their own traffic needs more (never past `high_cap`, where the
     fitted TPOT line reaches the objective, the set point on llama.cpp, or on vLLM 1.5 times the
-    objective for a burst while their mean load is served on time), so an arriving high takes a lent slot back at once by running over the limit, and the lower
-    classes wait until the total is back under it (the overshoot lasts one lower request's
-    lifetime at most). Only the engine's own
-    slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of
+    objective for a burst while their mean load is served on time), so an arriving high takes a
+    lent slot back at once by running over the limit, and the lower classes wait until the total
+    is back under it (the overshoot lasts one lower request's lifetime at most). Only the engine's
+    own slots (`upper`) bound a high, so lower requests never fill the last `high_reserve` share of
     them. While a high request waits for its first token no lower one starts: a prompt
     prefilled in the same engine step would delay it. For the same reason at most
     `lower_prefills` lower requests prefill at once (None: any number) while `high_traffic` (a

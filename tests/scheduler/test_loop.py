@@ -307,7 +307,7 @@ async def test_a_burst_of_highs_runs_at_once_while_their_mean_load_is_served_on_
         sched.state.tpot_line.add(n, 0.03 + 0.0029 * n)
     for ticket in [sched.submit(make_request(P.HIGH, max_tokens=40)) for _ in range(2)]:
         await events_until_done(ticket)
-    for _ in range(2):  # a minute at that load
+    for _ in range(2):  # minutes at that load
         sched.state.high_load.sample(clock(), highs_in_system)
         clock.advance(60)
     for _ in range(90):
