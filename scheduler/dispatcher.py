@@ -191,7 +191,7 @@ class Dispatcher:
             return 0
         lent = self._give_back(lent_to_take_back(s.admission, self._running()), "slots lent in a burst")
         chosen = past_pace_to_take_back(s.admission, self._running(), s.limit.tpot_s, s.config.slo.tpot_s)
-        self._give_back(chosen, "slots from lower requests for highs past the TPOT objective")
+        self._give_back(chosen, "slots from lower requests for highs past the limit")
         return lent
 
     def _give_back(self, chosen: list[Request], what: str) -> int:

@@ -76,15 +76,20 @@ def past_pace_to_take_back(
     admission: AdmissionController, running: Iterable[Request], tpot_s: float | None, objective_s: float
 ) -> list[Request]:
     """The lower requests that give their slots back while highs have pushed the engine far over
-    the running limit (`_FAR_OVER`) and TPOT past the objective: as many as the running count is
-    over the limit, newest (by first start) first. A step from quiet to 5x capacity starts lows
-    under the limit before the highs come, the highs then run over it, and on vLLM's CPU build
-    19-22 of the first 27 highs decoded past the objective beside them (2-5 on time). Only that
-    far over and that slow: suspended lows resume late, and suspending while highs merely filled
-    the limit lost more lows than it gained highs (docs/BENCHMARKS.md, "Taking a lent slot back")."""
-    if admission.unbounded or tpot_s is None or tpot_s <= objective_s or not admission.high_running:
+    the running limit (`_FAR_OVER`) and TPOT past the objective, or highs alone run past it (a
+    burst of them, scheduler/controller.py): as many as the running count is over the limit,
+    newest (by first start) first. A step from quiet to 5x capacity starts lows under the limit
+    before the highs come, the highs then run over it, and on vLLM's CPU build 19-22 of the first
+    27 highs decoded past the objective beside them (2-5 on time); with bursts of highs, 6-8 lows
+    beside 20-41 highs left 21 of 80 highs at 0.101-0.130 s a token. Not while highs merely fill
+    the limit: suspended lows resume late, and that lost more lows than it gained highs
+    (docs/BENCHMARKS.md, "Taking a lent slot back"). Nor for a burst on llama.cpp, whose highs
+    do not burst and where a resumed low prefills again on the threads every sequence decodes on."""
+    if admission.unbounded or not admission.high_running:
         return []
-    if admission.running <= _FAR_OVER * admission.max_concurrency:
+    slow = tpot_s is not None and tpot_s > objective_s and admission.running > _FAR_OVER * admission.max_concurrency
+    burst = admission.batched_prefill and admission.high_running > admission.max_concurrency
+    if not (slow or burst):
         return []
     over = admission.running - admission.max_concurrency
     lower = sorted((r for r in running if resumable(r)), key=lambda r: r.dispatched_at or 0.0, reverse=True)

@@ -302,3 +302,31 @@ async def test_highs_far_over_the_limit_past_the_tpot_objective_take_the_newest_
         assert (text, tokens) == await alone(n, 120)  # each goes on where it stopped
     await asyncio.gather(*(answer(t) for t in highs))
     await stop(sched)
+
+
+async def test_a_burst_of_highs_past_the_limit_takes_the_lows_slots_beside_it_and_none_starts_meanwhile():
+    """Highs alone past the running limit, TPOT still within the objective: the lows beside them
+    would only slow them. At the limit (highs merely fill it), or on llama.cpp, nothing is given back."""
+    sched = await started(slots=4)
+    sched.state.admission.upper, sched.admission.high_slots = 16, 8
+    lows = [sched.submit(seeded(P.LOW, n, max_tokens=120)) for n in range(3)]
+    highs = [sched.submit(seeded(P.HIGH, 10 + n, max_tokens=120)) for n in range(4)]
+    await asyncio.sleep(0.05)
+    sched.state.limit.tpot_s = 0.05
+    sched.adjust_limit()
+    assert sched.state.taken_back == 0  # four highs fill the limit of 4
+    sched.admission.high_slots = 8  # as their own traffic asks (the step above read no arrivals)
+    highs.append(sched.submit(seeded(P.HIGH, 20, max_tokens=120)))
+    assert highs[-1].request.state.value == "running" and sched.state.taken_back == 0
+    await asyncio.sleep(0.05)
+    sched.admission.batched_prefill = False  # llama.cpp: a resumed low would prefill on the decode threads
+    sched.adjust_limit()
+    assert sched.state.taken_back == 0
+    sched.admission.batched_prefill = True
+    sched.adjust_limit()
+    assert [t.request.state.value for t in lows] == ["queued"] * 3 and sched.state.taken_back == 3
+    assert sched.admission.running == 5 and all(t.request.state.value == "running" for t in highs)
+    for n, (text, tokens, _) in enumerate(await asyncio.gather(*(answer(t) for t in lows))):
+        assert (text, tokens) == await alone(n, 120)
+    await asyncio.gather(*(answer(t) for t in highs))
+    await stop(sched)
