@@ -257,7 +257,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="",
         metavar="LOADS",
         help="at these levels (e.g. 5), also send the level's high requests alone to the engine's own server, "
-        "in the same run: what high alone gets on the machine as it is then (#40's target at 5x)",
+        "right after ours' run of the level: what high alone gets on the machine as it is then (#40's target at 5x)",
     )
     p.add_argument(
         "--only",
@@ -297,8 +297,9 @@ def measure(args: argparse.Namespace, kv_bytes: int, calibrations: list[Calibrat
     the C_slo calibrated on vLLM FCFS just before it. This machine's speed drifts by up to 4x over
     minutes (C_slo 1.09-4.29 req/s within one run): one calibration per level made 1.5x an
     underload for a server run three minutes after it, and 0.7x an overload. A server that died
-    during a level is restarted for the next one; the death is recorded. Appends to `calibrations`
-    and `runs` as it goes, so an interrupted run still reports the levels it finished."""
+    during a level is restarted for the next one; the death is recorded. A level's highs alone
+    (`--high-alone`) run on the engine's own server right after ours' run of the level. Appends to
+    `calibrations` and `runs` as it goes, so an interrupted run still reports the levels it finished."""
     names = list(args.servers)
     baseline = BASELINE[args.engine]
     if (args.capacity is None or args.high_alone) and baseline not in names:  # calibration, high alone
@@ -322,19 +323,18 @@ def measure(args: argparse.Namespace, kv_bytes: int, calibrations: list[Calibrat
                     server.stop()
                     if load != args.loads[-1]:
                         servers[name] = start(name, args.engine, kv_bytes, args.ours_set)
-            if load in args.high_alone and servers[baseline].alive():
-                if args.capacity is None:
-                    calibrations.append(
-                        calibration := calibrate_for(load, high_alone(baseline), servers[baseline], args)
-                    )
-                runs.append(alone_run(servers[baseline], load, args.capacity or calibration.c_slo, args))
+                reference = "ours" if "ours" in args.servers else args.servers[-1]
+                if load in args.high_alone and name == reference and servers[baseline].alive():
+                    runs.append(alone_run(servers[baseline], load, capacity, args))
     finally:
         for server in servers.values():
             server.stop()
 
 
 def alone_run(server: ServerProcess, load: float, capacity: float, args: argparse.Namespace) -> Run:
-    """The level's highs alone on the engine's own server, offered the same multiple of `capacity`."""
+    """The level's highs alone on the engine's own server, at the same times as in ours' run and
+    right after it: the machine's speed drifts over minutes (the same 80 highs alone on vLLM's CPU
+    build got 8 to 64 on time within one session), and the vLLM servers' runs at 5x take minutes."""
     run = asyncio.run(run_load(server, load, capacity, args.duration, args.seed, args.settle_s, only="high"))
     run.server = high_alone(server.name)
     return run
