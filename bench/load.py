@@ -334,7 +334,7 @@ def measure(args: argparse.Namespace, kv_bytes: int, calibrations: list[Calibrat
 def alone_run(server: ServerProcess, load: float, capacity: float, args: argparse.Namespace) -> Run:
     """The level's highs alone on the engine's own server, at the same times as in ours' run and
     right after it: the machine's speed drifts over minutes (the same 80 highs alone on vLLM's CPU
-    build got 8 to 64 on time within one session), and the vLLM servers' runs at 5x take minutes."""
+    build got 8 to 61 on time within one session), and the vLLM servers' runs at 5x take minutes."""
     run = asyncio.run(run_load(server, load, capacity, args.duration, args.seed, args.settle_s, only="high"))
     run.server = high_alone(server.name)
     return run
