@@ -304,6 +304,7 @@ def measure(args: argparse.Namespace, kv_bytes: int, calibrations: list[Calibrat
     baseline = BASELINE[args.engine]
     if (args.capacity is None or args.high_alone) and baseline not in names:  # calibration, high alone
         names.insert(0, baseline)
+    reference = "ours" if "ours" in args.servers else args.servers[-1]  # the highs alone run right after it
     servers: dict[str, ServerProcess] = {}
     try:
         for name in names:
@@ -323,7 +324,6 @@ def measure(args: argparse.Namespace, kv_bytes: int, calibrations: list[Calibrat
                     server.stop()
                     if load != args.loads[-1]:
                         servers[name] = start(name, args.engine, kv_bytes, args.ours_set)
-                reference = "ours" if "ours" in args.servers else args.servers[-1]
                 if load in args.high_alone and name == reference and servers[baseline].alive():
                     runs.append(alone_run(servers[baseline], load, capacity, args))
     finally:
