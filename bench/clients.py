@@ -160,6 +160,9 @@ class StreamResult:
     ended: float | None = None
     completion_tokens: int | None = None  # from the usage chunk
     dispatched_wait_ms: float | None = None  # ours, when the stream opened while still queued
+    dispatched: float | None = None  # ...and when that comment came
+    first_notice: float | None = None  # ours: when the first `queue position=N estimated_wait_s=X` came
+    first_eta_s: float | None = None  # ...its X (None: "unknown")
     error: str = ""
     error_kind: str = ""  # http (status != 200), stream (error chunk in a 200 stream), transport, timeout, incomplete
     error_code: str | None = None  # the OpenAI error object's code, of an http or stream error
@@ -241,7 +244,7 @@ async def _read_stream(
             return
         async for line in response.aiter_lines():
             if line.startswith(":"):
-                _read_comment(line, result)
+                _read_comment(line, result, perf())
                 continue
             if not line.startswith("data:"):
                 continue  # blank separators
@@ -263,8 +266,13 @@ async def _read_stream(
     result.ended = perf()
 
 
-def _read_comment(line: str, result: StreamResult) -> None:
-    key = "dispatched queue_wait_ms="
+def _read_comment(line: str, result: StreamResult, now: float) -> None:
+    key, eta = "dispatched queue_wait_ms=", "estimated_wait_s="
     if key in line:
+        result.dispatched = now
         with contextlib.suppress(ValueError):
             result.dispatched_wait_ms = float(line.split(key, 1)[1].split()[0])
+    elif eta in line and result.first_notice is None:
+        result.first_notice = now
+        with contextlib.suppress(ValueError):  # "unknown" before anything has finished
+            result.first_eta_s = float(line.split(eta, 1)[1].split()[0])

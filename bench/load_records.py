@@ -27,6 +27,9 @@ class Record:
     e2e_s: float | None
     completion_tokens: int | None
     queue_wait_ms: float | None  # ours only
+    notice_s: float | None = None  # ours: the first queue notice came this long after sending
+    eta_s: float | None = None  # ...telling this wait (None: "unknown" or no notice)
+    waited_after_notice_s: float | None = None  # ...and the request then waited this long
 
 
 @dataclass
@@ -96,4 +99,7 @@ def to_record(p: Planned, r: StreamResult, t0: float) -> Record:
         opt(r.e2e_s),
         r.completion_tokens,
         wait,
+        None if r.first_notice is None else r.first_notice - r.sent,
+        r.first_eta_s,
+        None if r.first_notice is None or r.dispatched is None else r.dispatched - r.first_notice,
     )

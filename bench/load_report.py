@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.common import Stats, note
+from bench.load_eta import eta_table
 from bench.load_plots import plot
 from bench.load_records import high_alone, mixed
 from bench.load_summary import CLASSES, TRADEOFF_TPOT_S, Slo, Summary, summarize, tradeoff
@@ -477,6 +478,7 @@ def report(meta: dict[str, Any], cals: list[Calibration], runs: list[Run], args:
     tables = ([calibration_table(cals, args.slo_tpot, LABELS[baseline(runs)])] if cals else []) + [
         results_table(runs, sums),
         sampled_table(runs),
+        eta_table(runs),
         targets_table(runs, sums, slo),
         tradeoff_table(runs, sums, slo),
         before_after_table(runs, sums, cal_15),
