@@ -89,6 +89,18 @@ class ArrivalRates:
         to 5x capacity and promised lows waits that the highs then took."""
         return sum(self.of(cls, now) for cls in _ABOVE[priority])
 
+    def steady_above(self, priority: PriorityClass, now: float) -> float:
+        """Arrivals per second of the classes ranked above `priority` over the window alone: what
+        passes a request already waiting, on average. The door's reading (`above`) errs toward
+        refusing; a waiter told by it at 3x capacity on llama.cpp waited a third of what it was told."""
+        return sum(len(self._window(cls, now)) for cls in _ABOVE[priority]) / self._span(now)
+
+    def _window(self, priority: PriorityClass, now: float) -> deque[float]:
+        window = self._arrivals[priority]
+        while window and window[0] < now - self.window_s:
+            window.popleft()
+        return window
+
     def of(self, priority: PriorityClass, now: float) -> float:
         """Arrivals per second of `priority` itself: over the window, or over its last `SURGE_S`
         where that is higher, so a surge counts within seconds (a window that still holds a quiet
@@ -97,9 +109,7 @@ class ArrivalRates:
         rate, so a step is read in full in its first seconds, when `SURGE_S` still holds the quiet
         before it (a fifth of the rate 2 s in), and a Poisson cluster rarely is (8 in 3 s at 1.5x
         capacity, 20 % high: 0.6 %)."""
-        window = self._arrivals[priority]
-        while window and window[0] < now - self.window_s:
-            window.popleft()
+        window = self._window(priority, now)
         longer = max(_since(self._surge[priority], now - SURGE_S) / SURGE_S, len(window) / self._span(now))
         step = _since(self._step[priority], now - STEP_S)
         return step / STEP_S if step >= STEP_MIN and step / STEP_S > 2 * longer else longer

@@ -302,8 +302,8 @@ class Scheduler:
     def recent_wait_s(self) -> float:
         return self.ledger.recent_wait_s()
 
-    def estimated_wait_s(self, position: int) -> float | None:
-        return self.ledger.estimated_wait_s(position)
+    def estimated_wait_s(self, position: int, priority: PriorityClass) -> float | None:
+        return self.ledger.estimated_wait_s(position, priority)
 
     def retry_after_s(self, priority: PriorityClass) -> int:
         return self.ledger.retry_after_s(priority)

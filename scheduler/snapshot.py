@@ -92,4 +92,4 @@ def snapshot(s: Scheduler) -> Snapshot:
 
 def _estimate(s: Scheduler, priority: PriorityClass) -> float | None:
     ahead = s.queue.count_ahead_of_new(s.pressure.weight(priority, s.config.weights.of(priority.value)), s.clock())
-    return s.estimated_wait_s(ahead + 1 if ahead or not s.admission.free_slots else 0)
+    return s.estimated_wait_s(ahead + 1 if ahead or not s.admission.free_slots else 0, priority)

@@ -63,7 +63,7 @@ def request_status(s: Scheduler, key: RequestKey) -> dict:
             "priority": request.priority.value,
             "caller": request.caller,
             "waited_s": round(now - request.arrival, 3),
-            "estimated_wait_s": _round(s.estimated_wait_s(position)),
+            "estimated_wait_s": _round(s.estimated_wait_s(position, request.priority)),
         }
     started = request.dispatched_at or now
     return {

@@ -399,6 +399,27 @@ async def test_a_request_that_cannot_start_within_its_limit_is_refused_at_the_do
     await stop(sched)
 
 
+async def test_a_waiters_estimate_counts_the_higher_classes_that_will_pass_it():
+    """What a waiting stream is told counts the highs that arrive behind it and start first: at 5x
+    capacity on llama.cpp, lows told 10 s without them waited 36 s (median)."""
+    clock = FakeClock()
+    sched = await started(slots=1, latency_ms=50, clock=clock)
+    sched.state.arrivals.record(P.LOW, clock() - 30)  # up for half a minute
+    sched.submit(make_request(P.LOW, max_tokens=500))
+    sched.state.drain.record(2.0)  # 0.5 starts a second
+    low = sched.submit(make_request(P.LOW))
+    position = sched.position(low.key)
+    assert position == 1 and sched.estimated_wait_s(position, P.LOW) == pytest.approx(2.0)
+    for _ in range(6):  # 0.2 highs a second over the half minute: 0.3 starts a second left for the low
+        sched.state.arrivals.record(P.HIGH, clock())
+    assert sched.estimated_wait_s(position, P.LOW) == pytest.approx(1 / 0.3)
+    assert sched.estimated_wait_s(1, P.HIGH) == pytest.approx(2.0)  # nothing passes a high
+    for _ in range(9):  # 0.5 highs a second take every start: no number to tell
+        sched.state.arrivals.record(P.HIGH, clock())
+    assert sched.estimated_wait_s(position, P.LOW) is None
+    await stop(sched)
+
+
 async def test_emergency_mode_tightens_the_door_and_keeps_accepted_waiters():
     clock = FakeClock()
     sched = await started(slots=1, latency_ms=50, clock=clock)
