@@ -50,6 +50,8 @@ class Dispatcher:
         s.admission.admit(request)
         s.share.started(request)
         s.recent_waits.append((now, wait))
+        if not request.background:
+            s.starts.record(now)
         ticket = s.tickets[request.key]
         ticket.events.put_nowait(Dispatched(wait))
         if s.listeners:

@@ -5,7 +5,6 @@ Retry-After, the wait each class may be promised."""
 from __future__ import annotations
 
 import logging
-import math
 
 from scheduler.events import QueueEvent
 from scheduler.outcome import Outcome
@@ -95,15 +94,22 @@ class Ledger:
 
     def estimated_wait_s(self, position: int, priority: PriorityClass) -> float | None:
         """Seconds until the waiter at `position` starts: the queue drains into the slots its class
-        may use, and the higher classes' arrivals pass it at their rate over the window. Counted
-        without them (and at the running count's rate), lows told 10 s at 5x capacity on llama.cpp
-        waited 36 s (median); at the door's own reading of them, lows told 21 s at 3x waited 10 s.
-        None while nothing has finished, or while the higher classes alone take all the engine
-        serves (an infinite wait, no number to tell)."""
+        may use (or as fast as requests started lately, where that is slower), and the higher
+        classes' arrivals pass it at their rate over the window. Counted without them (and at the
+        running count's rate), lows told 10 s at 5x capacity on llama.cpp waited 36 s (median); at
+        the door's own reading of them, lows told 21 s at 3x waited 10 s. None while nothing has
+        finished, or while the higher classes alone take all the engine serves (an infinite wait,
+        no number to tell)."""
+        if position <= 0:
+            return 0.0
         s = self.state
+        now = s.clock()
         slots = s.admission.slots_for(priority, high_waiting=s.queue.count(PriorityClass.HIGH) > 0)
-        wait = s.drain.wait_s(position, slots, s.arrivals.steady_above(priority, s.clock()))
-        return None if wait is None or math.isinf(wait) else wait
+        modelled, started = s.drain.rate(slots), s.starts.per_s(now)
+        if modelled is None:
+            return None
+        left = min(modelled, modelled if started is None else started) - s.arrivals.steady_above(priority, now)
+        return position / left if left > 0 else None
 
     def retry_after_s(self, priority: PriorityClass) -> int:
         s = self.state

@@ -16,7 +16,7 @@ from scheduler.background import BackgroundShare
 from scheduler.caller_share import CallerShare
 from scheduler.demand import Demand
 from scheduler.engine_ids import EngineIds
-from scheduler.estimate import ArrivalRates, DrainEstimator
+from scheduler.estimate import ArrivalRates, DrainEstimator, StartRate
 from scheduler.events import Listener
 from scheduler.fair_share import VirtualTokenCounter
 from scheduler.high_demand import HighDemand
@@ -48,6 +48,7 @@ class SchedulerState:
     high_load: Demand  # the same, of high requests alone: a burst of them runs at once (scheduler/controller.py)
     drain: DrainEstimator = field(default_factory=DrainEstimator)
     arrivals: ArrivalRates = field(default_factory=ArrivalRates)
+    starts: StartRate = field(default_factory=StartRate)  # for what a waiter is told (scheduler/ledger.py)
     high_demand: HighDemand = field(default_factory=HighDemand)
     pace: TokenPace = field(default_factory=TokenPace)
     prefills: PrefillWatch = field(default_factory=PrefillWatch)

@@ -405,6 +405,8 @@ async def test_a_waiters_estimate_counts_the_higher_classes_that_will_pass_it():
     clock = FakeClock()
     sched = await started(slots=1, latency_ms=50, clock=clock)
     sched.state.arrivals.record(P.LOW, clock() - 30)  # up for half a minute
+    for t in range(30, 0, -2):  # 15 started over it, and one now: as fast as the slots would take
+        sched.state.starts.record(clock() - t)
     sched.submit(make_request(P.LOW, max_tokens=500))
     sched.state.drain.record(2.0)  # 0.5 starts a second
     low = sched.submit(make_request(P.LOW))
@@ -417,6 +419,8 @@ async def test_a_waiters_estimate_counts_the_higher_classes_that_will_pass_it():
     for _ in range(9):  # 0.5 highs a second take every start: no number to tell
         sched.state.arrivals.record(P.HIGH, clock())
     assert sched.estimated_wait_s(position, P.LOW) is None
+    clock.advance(20)  # 6 started in the last 30 s: 0.2 a second, fewer than the slots would take
+    assert sched.estimated_wait_s(1, P.HIGH) == pytest.approx(5.0)
     await stop(sched)
 
 
