@@ -108,7 +108,8 @@ class Ledger:
         modelled, started = s.drain.rate(slots), s.starts.per_s(now)
         if modelled is None:
             return None
-        left = min(modelled, modelled if started is None else started) - s.arrivals.steady_above(priority, now)
+        drains = modelled if started is None else min(modelled, started)
+        left = drains - s.arrivals.steady_above(priority, now)
         return position / left if left > 0 else None
 
     def retry_after_s(self, priority: PriorityClass) -> int:
