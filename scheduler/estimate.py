@@ -77,7 +77,7 @@ class StartRate:
         if self._first is None:
             return None
         self._drop(now)
-        return len(self._starts) / min(self.window_s, max(MIN_SPAN_S, now - self._first))
+        return len(self._starts) / _span(self._first, now, self.window_s)
 
     def _drop(self, now: float) -> None:
         while self._starts and self._starts[0] < now - self.window_s:
@@ -144,8 +144,14 @@ class ArrivalRates:
         return step / STEP_S if step >= STEP_MIN and step / STEP_S > 2 * longer else longer
 
     def _span(self, now: float) -> float:
-        seen = now - self._first if self._first is not None else 0.0
-        return min(self.window_s, max(MIN_SPAN_S, seen))
+        return _span(self._first, now, self.window_s)
+
+
+def _span(first: float | None, now: float, window_s: float) -> float:
+    """The seconds a rate is over: the window, or the time seen since `first` where shorter (at
+    least `MIN_SPAN_S`, so a burst at start-up is no rate)."""
+    seen = now - first if first is not None else 0.0
+    return min(window_s, max(MIN_SPAN_S, seen))
 
 
 def _since(times: deque[float], start: float) -> int:
